@@ -1,0 +1,260 @@
+"""Generate the CustomResourceDefinitions from the pydantic models.
+
+pydantic emits JSON Schema 2020-12; the API server wants a structural OpenAPI v3 schema.
+The conversion inlines $refs, folds ``anyOf [X, null]`` into X (optional means "not in
+required"), drops titles and null defaults, and turns numeric exclusive bounds into the
+boolean form OpenAPI v3.0 uses. Every property must carry a description: that is
+checked here, so ``kubectl explain`` documents every field.
+
+Usage: ``python -m gpuserve.api.crdgen --out crds [--check]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from gpuserve.api.models import GROUP, VERSION, AcceleratorClassSpec, InferenceServiceSpec
+from gpuserve.api.status import AcceleratorClassStatus, InferenceServiceStatus
+
+JSON = dict[str, Any]
+
+_DROP_KEYS = {"title"}
+
+
+class SchemaError(ValueError):
+    """A model cannot be expressed as a structural schema (e.g. a field lacks a description)."""
+
+
+def _resolve(node: Any, defs: JSON) -> Any:
+    if isinstance(node, dict):
+        if "$ref" in node:
+            target = defs[node["$ref"].rsplit("/", 1)[-1]]
+            merged = {**copy.deepcopy(target), **{k: v for k, v in node.items() if k != "$ref"}}
+            return _resolve(merged, defs)
+        return {k: _resolve(v, defs) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_resolve(v, defs) for v in node]
+    return node
+
+
+def _fold_optional(node: JSON) -> JSON:
+    """anyOf [X, {type: null}] -> X, keeping the outer description and default."""
+    variants = node.get("anyOf")
+    if not variants:
+        return node
+    non_null = [v for v in variants if v.get("type") != "null"]
+    if len(non_null) != 1:
+        raise SchemaError(f"unions are not structural: {variants}")
+    outer = {k: v for k, v in node.items() if k != "anyOf"}
+    return {**non_null[0], **outer}
+
+
+def _structural(node: JSON, path: str) -> JSON:
+    node = _fold_optional(node)
+    out: JSON = {}
+    for key, value in node.items():
+        if key in _DROP_KEYS or (key == "default" and value is None):
+            continue
+        if key in ("exclusiveMinimum", "exclusiveMaximum"):
+            out["minimum" if key == "exclusiveMinimum" else "maximum"] = value
+            out[key] = True
+            continue
+        out[key] = value
+    if out.get("type") == "object" and "properties" in out:
+        props: JSON = {}
+        for name, prop in out["properties"].items():
+            child = _structural(prop, f"{path}.{name}")
+            if not child.get("description"):
+                raise SchemaError(f"{path}.{name} has no description")
+            props[name] = child
+        out["properties"] = props
+        out.pop("additionalProperties", None)
+    elif out.get("type") == "object" and isinstance(out.get("additionalProperties"), dict):
+        out["additionalProperties"] = _structural(out["additionalProperties"], f"{path}[*]")
+    if out.get("type") == "array" and isinstance(out.get("items"), dict):
+        out["items"] = _structural(out["items"], f"{path}[]")
+    # Defaults of nested objects are applied by pydantic; the API server would need them
+    # spelled out completely, so only scalar and list defaults go into the schema.
+    if isinstance(out.get("default"), dict) and out["default"]:
+        out.pop("default")
+    return out
+
+
+def openapi_schema(model: type[BaseModel]) -> JSON:
+    """Structural OpenAPI v3 schema of a model's validation form."""
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    defs = raw.pop("$defs", {})
+    return _structural(_resolve(raw, defs), model.__name__)
+
+
+def _status_schema(model: type[BaseModel]) -> JSON:
+    schema = openapi_schema(model)
+    # kopf keeps its handler progress and diff base here (not in annotations, so GitOps
+    # tools see no drift); its shape is kopf's business.
+    schema["properties"]["kopf"] = {
+        "type": "object",
+        "description": "Operator-internal progress (kopf); not part of the API.",
+        "x-kubernetes-preserve-unknown-fields": True,
+    }
+    return schema
+
+
+def _crd(
+    *,
+    kind: str,
+    plural: str,
+    scope: str,
+    short_names: list[str],
+    spec_model: type[BaseModel],
+    status_model: type[BaseModel],
+    columns: list[JSON],
+    description: str,
+) -> JSON:
+    spec_schema = openapi_schema(spec_model)
+    spec_schema["description"] = description
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{plural}.{GROUP}",
+            "labels": {"app.kubernetes.io/part-of": "gpuserve"},
+        },
+        "spec": {
+            "group": GROUP,
+            "scope": scope,
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": kind.lower(),
+                "shortNames": short_names,
+                "categories": ["gpuserve"],
+            },
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": columns,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": description,
+                            "required": ["spec"],
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": spec_schema,
+                                "status": _status_schema(status_model),
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def _ready_column() -> JSON:
+    return {
+        "name": "Ready",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+    }
+
+
+def _age_column() -> JSON:
+    return {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+
+
+def inference_service_crd() -> JSON:
+    return _crd(
+        kind="InferenceService",
+        plural="inferenceservices",
+        scope="Namespaced",
+        short_names=["gsvc", "gpusvc"],
+        spec_model=InferenceServiceSpec,
+        status_model=InferenceServiceStatus,
+        description="A model served by NVIDIA Triton on GPUs, with its precision, batching "
+        "window, latency SLO, GPU preferences, scaling bounds and warm pool.",
+        columns=[
+            _ready_column(),
+            {"name": "Replicas", "type": "integer", "jsonPath": ".status.replicas"},
+            {"name": "Warm", "type": "integer", "jsonPath": ".status.warmReplicas"},
+            {"name": "GPU", "type": "string", "jsonPath": ".status.accelerators"},
+            {"name": "P95", "type": "number", "jsonPath": ".status.p95Ms"},
+            {"name": "SLO", "type": "string", "jsonPath": ".spec.slo.latency"},
+            _age_column(),
+        ],
+    )
+
+
+def accelerator_class_crd() -> JSON:
+    return _crd(
+        kind="AcceleratorClass",
+        plural="acceleratorclasses",
+        scope="Cluster",
+        short_names=["accel"],
+        spec_model=AcceleratorClassSpec,
+        status_model=AcceleratorClassStatus,
+        description="A platform team's named kind of GPU capacity: which nodes, which "
+        "extended resource, how fast and how costly.",
+        columns=[
+            {"name": "Product", "type": "string", "jsonPath": ".spec.gpuProduct"},
+            {"name": "MIG", "type": "string", "jsonPath": ".spec.mig.profile"},
+            {"name": "Speed", "type": "number", "jsonPath": ".spec.relativeSpeed"},
+            {"name": "Cost/h", "type": "number", "jsonPath": ".spec.costPerHour"},
+            {"name": "Capacity", "type": "integer", "jsonPath": ".status.capacity"},
+            _age_column(),
+        ],
+    )
+
+
+def render_all() -> dict[str, str]:
+    """File name -> YAML text of every CRD."""
+    out: dict[str, str] = {}
+    for crd in (inference_service_crd(), accelerator_class_crd()):
+        name = f"{crd['metadata']['name']}.yaml"
+        out[name] = "# Generated by `make crds` from gpuserve/api; do not edit.\n" + yaml.safe_dump(
+            crd, sort_keys=False, width=100
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("--out", type=Path, default=Path("crds"), help="output directory")
+    parser.add_argument(
+        "--check", action="store_true", help="fail if the files differ from the models"
+    )
+    args = parser.parse_args(argv)
+    files = render_all()
+    stale = [
+        name
+        for name, text in files.items()
+        if not (args.out / name).exists() or (args.out / name).read_text() != text
+    ]
+    if args.check:
+        if stale:
+            print(f"crds out of date: {', '.join(stale)}; run `make crds`", file=sys.stderr)
+            return 1
+        print(f"crds up to date ({len(files)} files)")
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (args.out / name).write_text(text)
+    print(f"wrote {len(files)} CRDs to {args.out}/ ({len(stale)} changed)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,675 @@
+"""The gpuserve.io/v1alpha1 API: the single source of truth of the CRDs.
+
+Every field carries a description (it becomes `kubectl explain` text), defaults and
+enums live in the schema, and cross-field rules are CEL expressions that the API server
+evaluates at admission (``x-kubernetes-validations``). The operator parses bodies with the
+same models, so a rule can never be enforced in one place and forgotten in the other.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from gpuserve.api.durations import DURATION_PATTERN, parse_duration
+
+JsonDict = dict[str, Any]
+
+GROUP = "gpuserve.io"
+VERSION = "v1alpha1"
+API_VERSION: Final = "gpuserve.io/v1alpha1"
+
+Format = Literal["onnx", "tensorrt", "pytorch", "tensorflow", "python"]
+Precision = Literal["fp32", "fp16", "bf16", "int8", "fp8"]
+Tier = Literal["interactive", "batch"]
+DataType = Literal[
+    "BOOL",
+    "UINT8",
+    "UINT16",
+    "UINT32",
+    "UINT64",
+    "INT8",
+    "INT16",
+    "INT32",
+    "INT64",
+    "FP16",
+    "FP32",
+    "FP64",
+    "BF16",
+    "STRING",
+]
+
+# Which precisions Triton can honour for each model format, and why the others cannot be.
+PRECISIONS_BY_FORMAT: dict[str, tuple[str, ...]] = {
+    # ONNX Runtime's TensorRT execution accelerator takes precision_mode FP32, FP16 or INT8.
+    "onnx": ("fp32", "fp16", "int8"),
+    # TF-TRT converts a SavedModel to FP32 or FP16 only.
+    "tensorflow": ("fp32", "fp16"),
+    # A TorchScript model runs at the precision it was exported in; Triton converts nothing
+    # and the libtorch backend has no int8/fp8 path.
+    "pytorch": ("fp32", "fp16", "bf16"),
+    # A TensorRT plan fixes its precision when it is built: every precision is possible,
+    # and whether the GPU supports it is checked against the AcceleratorClass.
+    "tensorrt": ("fp32", "fp16", "bf16", "int8", "fp8"),
+    # Python models are user code: they decide.
+    "python": ("fp32", "fp16", "bf16", "int8", "fp8"),
+}
+
+# Minimum CUDA compute capability for the precisions that need tensor-core support.
+MIN_COMPUTE_CAPABILITY: dict[str, float] = {"bf16": 8.0, "fp8": 8.9}
+
+
+# Nested objects default to {} in the schema so the API server fills in their own
+# defaults and CEL rules can rely on the fields being present.
+_OBJECT_DEFAULT: JsonDict = {"default": {}}
+
+
+def _cel(rule: str, message: str, field_path: str | None = None) -> JsonDict:
+    entry: JsonDict = {"rule": rule, "message": message}
+    if field_path:
+        entry["fieldPath"] = field_path
+    return entry
+
+
+class _Model(BaseModel):
+    """Base: camelCase on the wire, unknown fields refused (the API server prunes them)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+# --------------------------------------------------------------------------- model
+
+
+class TensorSpec(_Model):
+    name: str = Field(
+        description="Tensor name as the model declares it.", min_length=1, max_length=128
+    )
+    data_type: DataType = Field(description="Triton data type of the tensor, e.g. FP32.")
+    dims: list[int] = Field(
+        description="Shape without the batch dimension; -1 marks a variable dimension.",
+        min_length=1,
+        max_length=8,
+    )
+
+    @field_validator("dims")
+    @classmethod
+    def _dims_positive_or_variable(cls, dims: list[int]) -> list[int]:
+        if any(d == 0 or d < -1 for d in dims):
+            raise ValueError("dims must be positive or -1 (variable)")
+        return dims
+
+
+class SecretRef(_Model):
+    name: str = Field(
+        description="Name of a Secret in the service's namespace whose keys become "
+        "environment variables of the model fetcher (e.g. AWS_ACCESS_KEY_ID). The "
+        "operator references it and never copies its data.",
+        min_length=1,
+        max_length=253,
+    )
+
+
+STORAGE_URI_PATTERN = r"^(s3|gs|as|pvc|demo)://[^\s]+$"
+
+
+class ModelSpec(_Model):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "!self.storageUri.startsWith('pvc://') || "
+                    "self.storageUri.substring(6).contains('/')",
+                    "storageUri: a pvc:// location is pvc://<claim>/<path>",
+                    ".storageUri",
+                ),
+            ]
+        }
+    )
+
+    name: str = Field(
+        description="Model name inside Triton (its directory in the model repository).",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        max_length=63,
+    )
+    storage_uri: str = Field(
+        description="Where the model files live: s3://bucket/path, gs://bucket/path, "
+        "as://account/container/path, pvc://<claim>/<path>, or demo://<name> for the "
+        "local demo catalogue.",
+        pattern=STORAGE_URI_PATTERN,
+        max_length=1024,
+    )
+    format: Format = Field(
+        description="Model format; selects the Triton backend (onnx -> onnxruntime, "
+        "tensorrt -> tensorrt_plan, pytorch -> libtorch, tensorflow -> savedmodel, "
+        "python -> python backend)."
+    )
+    version: int | None = Field(
+        default=None,
+        description="Serve exactly this model version; when unset, the latest version.",
+        ge=1,
+    )
+    storage_secret_ref: SecretRef | None = Field(
+        default=None, description="Credentials for the storage location, by reference."
+    )
+    inputs: list[TensorSpec] = Field(
+        default_factory=list,
+        description="Input tensors. With inputs and outputs both given, Triton's "
+        "auto-completion of the config is turned off and the config is exactly this.",
+        max_length=32,
+    )
+    outputs: list[TensorSpec] = Field(
+        default_factory=list, description="Output tensors.", max_length=32
+    )
+    parameters: dict[str, str] = Field(
+        default_factory=dict,
+        description="Backend parameters written to the model config's parameters map.",
+        max_length=64,
+    )
+
+
+# --------------------------------------------------------------------------- batching
+
+
+class QueuePolicy(_Model):
+    max_queue_size: int = Field(
+        default=0,
+        description="Requests allowed to wait in the queue; beyond it Triton rejects at "
+        "once. 0 means unbounded.",
+        ge=0,
+        le=1_000_000,
+    )
+    timeout: str | None = Field(
+        default=None,
+        description="How long a request may wait in the queue before timeoutAction "
+        "applies, as a duration (e.g. 100ms). Unset means no timeout.",
+        pattern=DURATION_PATTERN,
+        max_length=32,
+    )
+    timeout_action: Literal["Reject", "Delay"] = Field(
+        default="Reject",
+        description="Reject: fail requests that time out. Delay: keep them, behind "
+        "requests that have not timed out (they can starve).",
+    )
+    allow_timeout_override: bool = Field(
+        default=False, description="Let requests ask for a shorter timeout than this one."
+    )
+
+
+class BatchingSpec(_Model):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "!has(self.preferredBatchSizes) || "
+                    "self.preferredBatchSizes.all(s, s <= self.maxBatchSize)",
+                    "preferredBatchSizes: every preferred size must be <= maxBatchSize",
+                    ".preferredBatchSizes",
+                ),
+                _cel(
+                    "self.maxBatchSize > 0 || !has(self.preferredBatchSizes) || "
+                    "size(self.preferredBatchSizes) == 0",
+                    "preferredBatchSizes: needs maxBatchSize > 0 (batching is off at 0)",
+                    ".preferredBatchSizes",
+                ),
+                _cel(
+                    "!has(self.defaultPriorityLevel) || "
+                    "(self.priorityLevels > 0 && self.defaultPriorityLevel <= "
+                    "self.priorityLevels)",
+                    "defaultPriorityLevel: must be between 1 and priorityLevels",
+                    ".defaultPriorityLevel",
+                ),
+            ]
+        }
+    )
+
+    max_batch_size: int = Field(
+        default=8,
+        description="Largest batch Triton forms. 0 turns batching off (the model then "
+        "takes no batch dimension).",
+        ge=0,
+        le=4096,
+    )
+    preferred_batch_sizes: list[Annotated[int, Field(ge=1, le=4096)]] = Field(
+        default_factory=list,
+        description="Batch sizes the dynamic batcher tries to form first; each <= maxBatchSize.",
+        max_length=16,
+    )
+    max_queue_delay: str = Field(
+        default="0ms",
+        description="How long the batcher may hold a request to build a larger batch "
+        "(e.g. 2ms). Must fit inside the SLO latency.",
+        pattern=DURATION_PATTERN,
+        max_length=32,
+    )
+    priority_levels: int = Field(
+        default=0,
+        description="Number of request priority levels (1 is the highest); 0 disables priorities.",
+        ge=0,
+        le=16,
+    )
+    default_priority_level: int | None = Field(
+        default=None,
+        description="Priority of requests that do not say; defaults from the tier "
+        "(interactive: 1, batch: the lowest level).",
+        ge=1,
+        le=16,
+    )
+    queue_policy: QueuePolicy | None = Field(
+        default=None, description="Bounds and timeouts of the request queue."
+    )
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> BatchingSpec:
+        if any(s > self.max_batch_size for s in self.preferred_batch_sizes):
+            raise ValueError("preferredBatchSizes: every preferred size must be <= maxBatchSize")
+        if self.default_priority_level is not None and not (
+            0 < self.default_priority_level <= self.priority_levels
+        ):
+            raise ValueError("defaultPriorityLevel: must be between 1 and priorityLevels")
+        return self
+
+
+# --------------------------------------------------------------------------- SLO, GPUs, scaling
+
+
+class SLOSpec(_Model):
+    latency: str = Field(
+        description="Latency objective for one request, end to end inside Triton (e.g. 50ms).",
+        pattern=DURATION_PATTERN,
+        max_length=32,
+    )
+    percentile: Literal[50, 90, 95, 99] = Field(
+        default=95, description="Share of requests, in percent, that must meet latency."
+    )
+
+    @property
+    def latency_s(self) -> float:
+        return parse_duration(self.latency)
+
+
+class AcceleratorsSpec(_Model):
+    classes: list[Annotated[str, Field(max_length=63, min_length=1)]] = Field(
+        description="AcceleratorClass names in order of preference; replicas go to the "
+        "first class with free capacity.",
+        min_length=1,
+        max_length=8,
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    gpus_per_pod: int = Field(
+        default=1,
+        description="GPUs (or MIG slices) per pod. MIG classes allow exactly 1.",
+        ge=1,
+        le=8,
+    )
+
+
+class ScalingSpec(_Model):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "self.minReplicas <= self.maxReplicas",
+                    "minReplicas: must be <= maxReplicas",
+                    ".minReplicas",
+                ),
+            ]
+        }
+    )
+
+    min_replicas: int = Field(default=1, description="Fewest serving pods.", ge=0, le=1000)
+    max_replicas: int = Field(default=4, description="Most serving pods.", ge=1, le=1000)
+    warm_pool: int = Field(
+        default=0,
+        description="Standby pods kept started with the model loaded but out of the "
+        "Service; promoted to serving in seconds.",
+        ge=0,
+        le=64,
+    )
+    engine: Literal["builtin", "keda"] = Field(
+        default="builtin",
+        description="builtin: gpuserve's SLO-driven autoscaler. keda: render a KEDA "
+        "ScaledObject with a Prometheus trigger instead (KEDA then owns replicas).",
+    )
+    mode: Literal["active", "advisory"] = Field(
+        default="active",
+        description="advisory: compute and report decisions in status without acting.",
+    )
+    target_queue_depth: int | None = Field(
+        default=None,
+        description="Explicit target of pending requests per serving pod; overrides the "
+        "target derived from the SLO.",
+        ge=1,
+        le=100_000,
+    )
+    scale_down_stabilization: str = Field(
+        default="120s",
+        description="Scale down only to the highest size recommended over this window.",
+        pattern=DURATION_PATTERN,
+        max_length=32,
+    )
+    panic_window: str = Field(
+        default="6s",
+        description="Short window that reacts to bursts (scale up only).",
+        pattern=DURATION_PATTERN,
+        max_length=32,
+    )
+    stable_window: str = Field(
+        default="60s",
+        description="Long window that steady-state decisions average over.",
+        pattern=DURATION_PATTERN,
+        max_length=32,
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ScalingSpec:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError("minReplicas: must be <= maxReplicas")
+        return self
+
+
+class Toleration(_Model):
+    key: str | None = Field(default=None, description="Taint key to tolerate.", max_length=316)
+    operator: Literal["Exists", "Equal"] = Field(default="Equal", description="Exists or Equal.")
+    value: str | None = Field(default=None, description="Taint value for Equal.", max_length=63)
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        default=None, description="Taint effect to match; empty matches all."
+    )
+    toleration_seconds: int | None = Field(
+        default=None, description="For NoExecute: how long the pod stays bound."
+    )
+
+
+class LocalObjectReference(_Model):
+    name: str = Field(description="Name of the referenced object.", max_length=253)
+
+
+class PodOverrides(_Model):
+    tolerations: list[Toleration] = Field(
+        default_factory=list,
+        description="Extra tolerations (the nvidia.com/gpu taint is always tolerated).",
+        max_length=32,
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Extra node labels the pods require."
+    )
+    service_account_name: str | None = Field(
+        default=None, description="ServiceAccount of the Triton pods.", max_length=253
+    )
+    image_pull_secrets: list[LocalObjectReference] = Field(
+        default_factory=list, description="Secrets for pulling the Triton image.", max_length=8
+    )
+
+
+class ResourceAmounts(_Model):
+    cpu: str = Field(default="2", description="CPU per Triton pod.", max_length=32)
+    memory: str = Field(default="8Gi", description="Memory per Triton pod.", max_length=32)
+
+
+class TritonSpec(_Model):
+    image: str = Field(
+        default="nvcr.io/nvidia/tritonserver:25.10-py3",
+        description="Triton Inference Server image.",
+        max_length=512,
+    )
+    args: list[str] = Field(
+        default_factory=list,
+        description="Extra tritonserver flags, appended after gpuserve's own.",
+        max_length=32,
+    )
+    resources: ResourceAmounts = Field(
+        default_factory=ResourceAmounts,
+        description="CPU and memory per pod.",
+        json_schema_extra=_OBJECT_DEFAULT,
+    )
+    response_cache: bool = Field(
+        default=False, description="Enable Triton's response cache for this model."
+    )
+    response_cache_size: str = Field(
+        default="256Mi",
+        description="Size of the local response cache when enabled.",
+        pattern=r"^[0-9]+(Ki|Mi|Gi)?$",
+        max_length=16,
+    )
+    instance_count: int = Field(
+        default=1, description="Model instances per GPU inside each pod.", ge=1, le=16
+    )
+    exit_timeout_seconds: int = Field(
+        default=30,
+        description="How long Triton finishes in-flight requests after SIGTERM; the pod's "
+        "grace period is set above it.",
+        ge=1,
+        le=3600,
+    )
+    pod: PodOverrides = Field(
+        default_factory=PodOverrides,
+        description="Pod-level overrides.",
+        json_schema_extra=_OBJECT_DEFAULT,
+    )
+
+
+class InferenceServiceSpec(_Model):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "duration(self.batching.maxQueueDelay) < duration(self.slo.latency)",
+                    "batching.maxQueueDelay: the batching delay must be shorter than the "
+                    "SLO latency",
+                    ".batching.maxQueueDelay",
+                ),
+                _cel(
+                    "self.model.format != 'onnx' || self.precision in ['fp32', 'fp16', 'int8']",
+                    "precision: onnx models run fp32, fp16 or int8 (ONNX Runtime's TensorRT "
+                    "accelerator has no bf16 or fp8 mode)",
+                    ".precision",
+                ),
+                _cel(
+                    "self.model.format != 'tensorflow' || self.precision in ['fp32', 'fp16']",
+                    "precision: tensorflow models run fp32 or fp16 (TF-TRT)",
+                    ".precision",
+                ),
+                _cel(
+                    "self.model.format != 'pytorch' || self.precision in ['fp32', 'fp16', 'bf16']",
+                    "precision: pytorch models run at the precision they were exported in "
+                    "(fp32, fp16 or bf16); Triton has no int8/fp8 path for libtorch",
+                    ".precision",
+                ),
+                _cel(
+                    "!has(self.batching.queuePolicy) || "
+                    "!has(self.batching.queuePolicy.timeout) || "
+                    "self.batching.queuePolicy.timeoutAction == 'Delay' || "
+                    "duration(self.batching.queuePolicy.timeout) >= "
+                    "duration(self.batching.maxQueueDelay)",
+                    "batching.queuePolicy.timeout: a Reject timeout shorter than "
+                    "maxQueueDelay rejects requests the batcher is still holding",
+                    ".batching.queuePolicy.timeout",
+                ),
+            ]
+        }
+    )
+
+    model: ModelSpec = Field(description="What to serve and where it lives.")
+    precision: Precision = Field(
+        default="fp32",
+        description="Numeric precision: fp32, fp16, bf16, int8 or fp8, compiled to what "
+        "Triton does for the format (e.g. TensorRT precision_mode for onnx).",
+    )
+    batching: BatchingSpec = Field(
+        default_factory=BatchingSpec,
+        description="Triton dynamic batching and queue policy.",
+        json_schema_extra=_OBJECT_DEFAULT,
+    )
+    slo: SLOSpec = Field(description="The latency objective the autoscaler keeps.")
+    accelerators: AcceleratorsSpec = Field(description="Which GPU kinds may serve.")
+    scaling: ScalingSpec = Field(
+        default_factory=ScalingSpec,
+        description="Replica bounds, warm pool and autoscaler.",
+        json_schema_extra=_OBJECT_DEFAULT,
+    )
+    tier: Tier = Field(
+        default="interactive",
+        description="interactive or batch: the pods' PriorityClass and Triton's default "
+        "request priority.",
+    )
+    triton: TritonSpec = Field(
+        default_factory=TritonSpec,
+        description="The Triton server and its pods.",
+        json_schema_extra=_OBJECT_DEFAULT,
+    )
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> InferenceServiceSpec:
+        if parse_duration(self.batching.max_queue_delay) >= self.slo.latency_s:
+            raise ValueError(
+                "batching.maxQueueDelay: the batching delay must be shorter than the SLO latency"
+            )
+        allowed = PRECISIONS_BY_FORMAT[self.model.format]
+        if self.precision not in allowed:
+            raise ValueError(
+                f"precision: {self.model.format} models support {', '.join(allowed)}, "
+                f"not {self.precision}"
+            )
+        return self
+
+
+class ObjectMeta(BaseModel):
+    """The part of metadata the operator reads; everything else passes through."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: str = Field(max_length=253)
+    namespace: str | None = None
+    uid: str | None = None
+    generation: int | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class InferenceService(BaseModel):
+    """An InferenceService as the operator sees it (status is read separately)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    api_version: Literal["gpuserve.io/v1alpha1"] = Field(default=API_VERSION, alias="apiVersion")
+    kind: Literal["InferenceService"] = "InferenceService"
+    metadata: ObjectMeta
+    spec: InferenceServiceSpec
+
+
+# --------------------------------------------------------------------------- AcceleratorClass
+
+
+class MigSpec(_Model):
+    profile: str = Field(
+        description="MIG profile of one slice, e.g. 1g.10gb or 3g.40gb.",
+        pattern=r"^[1-7]g\.[0-9]+gb(\+me)?$",
+        max_length=16,
+    )
+    strategy: Literal["single", "mixed"] = Field(
+        default="mixed",
+        description="The device plugin's MIG strategy on these nodes. mixed: slices are "
+        "requested as nvidia.com/mig-<profile>. single: as nvidia.com/gpu, on nodes whose "
+        "gpu.product ends in -MIG-<profile>.",
+    )
+
+
+class AcceleratorClassSpec(_Model):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "!has(self.resourceName) || !has(self.mig) || "
+                    "self.mig.strategy != 'mixed' || "
+                    "self.resourceName == 'nvidia.com/mig-' + self.mig.profile",
+                    "resourceName: with the mixed MIG strategy the resource is "
+                    "nvidia.com/mig-<profile>",
+                    ".resourceName",
+                ),
+            ]
+        }
+    )
+
+    gpu_product: str = Field(
+        description="Value of the nvidia.com/gpu.product node label of the whole GPU "
+        "(e.g. NVIDIA-H100-80GB-HBM3). With the single MIG strategy gpuserve matches "
+        "<product>-MIG-<profile>.",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        max_length=63,
+    )
+    mig: MigSpec | None = Field(default=None, description="Serve from MIG slices.")
+    resource_name: str | None = Field(
+        default=None,
+        description="Extended resource to request; derived from mig when unset "
+        "(nvidia.com/gpu or nvidia.com/mig-<profile>).",
+        pattern=r"^[a-z0-9.-]+/[a-z0-9A-Z.+-]+$",
+        max_length=128,
+    )
+    node_labels: dict[str, str] = Field(
+        default_factory=dict, description="Extra node labels to require (e.g. a zone)."
+    )
+    compute_capability: str = Field(
+        default="8.0",
+        description="CUDA compute capability (e.g. 9.0 for H100, 8.9 for L4); decides "
+        "which precisions the GPU runs.",
+        pattern=r"^[0-9]+\.[0-9]+$",
+        max_length=8,
+    )
+    memory_gib: int | None = Field(
+        default=None, description="GPU (or slice) memory in GiB.", ge=1, le=1024
+    )
+    relative_speed: float = Field(
+        default=1.0,
+        description="Throughput of one GPU (or slice) of this class relative to the "
+        "reference; scales the service time the autoscaler assumes.",
+        gt=0,
+        le=100,
+    )
+    cost_per_hour: float = Field(
+        default=1.0, description="Cost of one GPU (or slice) per hour.", ge=0, le=10_000
+    )
+
+    @property
+    def resource(self) -> str:
+        if self.resource_name:
+            return self.resource_name
+        if self.mig is not None and self.mig.strategy == "mixed":
+            return f"nvidia.com/mig-{self.mig.profile}"
+        return "nvidia.com/gpu"
+
+    @property
+    def product_label(self) -> str:
+        if self.mig is not None and self.mig.strategy == "single":
+            return f"{self.gpu_product}-MIG-{self.mig.profile}"
+        return self.gpu_product
+
+    def supports(self, precision: str) -> bool:
+        needed = MIN_COMPUTE_CAPABILITY.get(precision)
+        return needed is None or float(self.compute_capability) >= needed
+
+
+class ClusterObjectMeta(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: str = Field(max_length=253)
+    generation: int | None = None
+
+
+class AcceleratorClass(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+    api_version: Literal["gpuserve.io/v1alpha1"] = Field(default=API_VERSION, alias="apiVersion")
+    kind: Literal["AcceleratorClass"] = "AcceleratorClass"
+    metadata: ClusterObjectMeta
+    spec: AcceleratorClassSpec
+
+
+def parse_inference_service(body: dict[str, Any]) -> InferenceService:
+    """Parse a full object body; raises pydantic.ValidationError with field paths."""
+    return InferenceService.model_validate(body)
+
+
+def parse_accelerator_class(body: dict[str, Any]) -> AcceleratorClass:
+    return AcceleratorClass.model_validate(body)

@@ -1,0 +1,85 @@
+"""Status of gpuserve objects, following the Kubernetes API conventions.
+
+Conditions carry type, status, reason, message, observedGeneration and
+lastTransitionTime; a condition's transition time only moves when its status flips,
+so re-reconciling an unchanged object leaves status byte-for-byte equal (no write).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+
+class _Status(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class Condition(_Status):
+    type: str = Field(description="Condition type, e.g. Ready, Reconciling, Stalled.")
+    status: ConditionStatus = Field(description="True, False or Unknown.")
+    reason: str = Field(description="CamelCase reason for the last transition.")
+    message: str = Field(default="", description="Human-readable detail.")
+    observed_generation: int | None = Field(
+        default=None, description="metadata.generation this condition was computed from."
+    )
+    last_transition_time: str | None = Field(
+        default=None, description="When status last changed (RFC 3339)."
+    )
+
+
+class PoolStatus(_Status):
+    accelerator_class: str = Field(description="AcceleratorClass of this pool.")
+    replicas: int = Field(default=0, description="Pods of the pool (serving and warm).")
+    ready: int = Field(default=0, description="Pods whose model is loaded.")
+    serving: int = Field(default=0, description="Ready pods in the Service.")
+    warm: int = Field(default=0, description="Ready standby pods out of the Service.")
+    pending: int = Field(default=0, description="Pods not yet scheduled.")
+
+
+class ScalingDecisionStatus(_Status):
+    time: str = Field(description="When the decision was taken (RFC 3339).")
+    desired_replicas: int = Field(description="Serving pods the autoscaler wants.")
+    reason: str = Field(description="Why, in words.")
+    signals: dict[str, float | None] = Field(
+        default_factory=dict, description="Metric values the decision used."
+    )
+    applied: bool = Field(default=True, description="False in advisory mode.")
+
+
+class InferenceServiceStatus(_Status):
+    observed_generation: int | None = Field(
+        default=None, description="Last metadata.generation fully reconciled."
+    )
+    conditions: list[Condition] = Field(default_factory=list, description="Standard conditions.")
+    replicas: int = Field(default=0, description="Serving pods that are ready.")
+    desired_replicas: int | None = Field(
+        default=None, description="Serving pods wanted now (autoscaler or minReplicas)."
+    )
+    warm_replicas: int = Field(default=0, description="Ready standby pods.")
+    pools: list[PoolStatus] = Field(default_factory=list, description="Per AcceleratorClass.")
+    accelerators: str = Field(default="", description="Classes in use, for printing.")
+    endpoint: str | None = Field(default=None, description="In-cluster gRPC endpoint.")
+    config_hash: str | None = Field(default=None, description="Hash of the rendered config.")
+    p95_ms: float | None = Field(default=None, description="Last measured p95 latency, ms.")
+    last_decision: ScalingDecisionStatus | None = Field(
+        default=None, description="The autoscaler's most recent decision."
+    )
+    decisions: list[ScalingDecisionStatus] = Field(
+        default_factory=list, description="Recent decisions that changed the size (<= 5)."
+    )
+    autoscaler_memory: dict[str, Any] = Field(
+        default_factory=dict, description="The autoscaler's state between evaluations."
+    )
+
+
+class AcceleratorClassStatus(_Status):
+    observed_generation: int | None = Field(default=None, description="Last generation seen.")
+    conditions: list[Condition] = Field(default_factory=list, description="Standard conditions.")
+    nodes: int = Field(default=0, description="Nodes matching this class.")
+    capacity: int = Field(default=0, description="GPUs or slices on matching nodes.")
+    allocated: int = Field(default=0, description="GPUs or slices requested by pods.")

@@ -1,0 +1,130 @@
+"""Spread a service's replicas over its AcceleratorClasses in order of preference.
+
+Pure: the controller reads node capacity and allocations from the API and passes them
+in; the real scheduler makes the final binding. Pods already running stay where they
+are (moving them costs a cold start); growth goes to the first class with free capacity;
+shrinking removes pods from the least preferred classes first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gpuserve.api.models import AcceleratorClassSpec, InferenceServiceSpec
+
+
+@dataclass(frozen=True)
+class ClassCapacity:
+    """What one class has now, in GPUs (or slices) of its resource."""
+
+    free: int
+    total: int
+
+
+@dataclass(frozen=True)
+class PoolNow:
+    """Pods of one pool: scheduled (bound to a node) and pending (not yet bound)."""
+
+    scheduled: int = 0
+    pending: int = 0
+
+
+@dataclass(frozen=True)
+class Placement:
+    replicas: dict[str, int]
+    surge: dict[str, bool]
+    unplaced: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(self.replicas.values())
+
+
+@dataclass(frozen=True)
+class ClassIssue:
+    class_name: str
+    reason: str
+    message: str
+
+
+def usable_classes(
+    spec: InferenceServiceSpec, classes: Mapping[str, AcceleratorClassSpec]
+) -> tuple[list[str], list[ClassIssue]]:
+    """Allowed classes that exist and can run this spec, in preference order."""
+    usable: list[str] = []
+    issues: list[ClassIssue] = []
+    for name in spec.accelerators.classes:
+        accel = classes.get(name)
+        if accel is None:
+            issues.append(
+                ClassIssue(name, "AcceleratorClassNotFound", f"AcceleratorClass {name!r} not found")
+            )
+        elif accel.mig is not None and spec.accelerators.gpus_per_pod != 1:
+            issues.append(
+                ClassIssue(
+                    name,
+                    "MigNeedsOneSlice",
+                    f"AcceleratorClass {name!r} serves MIG slices: accelerators.gpusPerPod "
+                    "must be 1 (Triton sees one MIG device per process)",
+                )
+            )
+        elif not accel.supports(spec.precision):
+            issues.append(
+                ClassIssue(
+                    name,
+                    "PrecisionUnsupported",
+                    f"precision {spec.precision} needs a newer GPU than AcceleratorClass "
+                    f"{name!r} (compute capability {accel.compute_capability})",
+                )
+            )
+        else:
+            usable.append(name)
+    return usable, issues
+
+
+def place(
+    *,
+    desired: int,
+    order: Sequence[str],
+    now: Mapping[str, PoolNow],
+    capacity: Mapping[str, ClassCapacity],
+    gpus_per_pod: int = 1,
+) -> Placement:
+    """Per-class replica counts that add up to ``desired`` (when capacity allows)."""
+    if not order:
+        return Placement(replicas={}, surge={}, unplaced=desired, problems=["no usable class"])
+    free = {c: capacity.get(c, ClassCapacity(0, 0)).free // gpus_per_pod for c in order}
+    replicas = {c: now.get(c, PoolNow()).scheduled for c in order}
+    # Pending pods keep their place only where capacity is left for them; otherwise they
+    # are re-placed below (the class is full and placement moves on).
+    for c in order:
+        pending = now.get(c, PoolNow()).pending
+        keep = min(pending, free[c])
+        replicas[c] += keep
+        free[c] -= keep
+    excess = sum(replicas.values()) - desired
+    for c in reversed(order):  # shrink from the least preferred class
+        if excess <= 0:
+            break
+        cut = min(excess, replicas[c])
+        replicas[c] -= cut
+        free[c] += cut
+        excess -= cut
+    missing = desired - sum(replicas.values())
+    for c in order:  # grow into the most preferred class with room
+        if missing <= 0:
+            break
+        add = min(missing, free[c])
+        replicas[c] += add
+        free[c] -= add
+        missing -= add
+    problems: list[str] = []
+    if missing > 0:
+        full = ", ".join(order)
+        problems.append(
+            f"{missing} replica(s) unplaced: no free capacity in AcceleratorClass(es) {full}"
+        )
+    surge = {c: free[c] > 0 for c in order}
+    return Placement(replicas=replicas, surge=surge, unplaced=max(missing, 0), problems=problems)

@@ -1,0 +1,54 @@
+"""Names and labels shared by every child object."""
+
+from __future__ import annotations
+
+import hashlib
+
+from gpuserve.api.models import GROUP
+
+LABEL_SERVICE = f"{GROUP}/service"
+LABEL_CLASS = f"{GROUP}/accelerator-class"
+LABEL_ROLE = f"{GROUP}/role"
+ROLE_SERVING = "serving"
+ROLE_WARM = "warm"
+ANNOTATION_CONFIG_HASH = f"{GROUP}/config-hash"
+FIELD_MANAGER = "gpuserve-operator"
+
+# Deployment names end up in pod names with two generated suffixes; keep room for them.
+_MAX_NAME = 52
+
+
+def child_name(*parts: str) -> str:
+    """Join parts into a DNS label, shortened with a stable hash when too long."""
+    name = "-".join(parts)
+    if len(name) <= _MAX_NAME:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: _MAX_NAME - 9].rstrip('-')}-{digest}"
+
+
+def common_labels(service: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "triton",
+        "app.kubernetes.io/instance": service,
+        "app.kubernetes.io/component": "predictor",
+        "app.kubernetes.io/managed-by": "gpuserve",
+        "app.kubernetes.io/part-of": "gpuserve",
+        LABEL_SERVICE: service,
+    }
+
+
+def config_map_name(service: str) -> str:
+    return child_name(service, "triton-config")
+
+
+def deployment_name(service: str, accelerator_class: str) -> str:
+    return child_name(service, accelerator_class)
+
+
+def priority_class_name(tier: str, *, warm: bool = False) -> str:
+    return f"gpuserve-{tier}" + ("-standby" if warm else "")
+
+
+def short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]

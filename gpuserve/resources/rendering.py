@@ -1,0 +1,259 @@
+"""Render the children of an InferenceService as plain dicts.
+
+One ConfigMap holds config.pbtxt; each allowed AcceleratorClass gets a pool Deployment of
+Triton pods; one Service selects the serving pods of all pools; one PodDisruptionBudget
+guards them. The output is what server-side apply sends: only fields gpuserve owns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuserve.api.models import AcceleratorClassSpec, InferenceService, InferenceServiceSpec
+from gpuserve.resources.naming import (
+    ANNOTATION_CONFIG_HASH,
+    LABEL_CLASS,
+    LABEL_ROLE,
+    LABEL_SERVICE,
+    ROLE_SERVING,
+    ROLE_WARM,
+    common_labels,
+    config_map_name,
+    deployment_name,
+    priority_class_name,
+    short_hash,
+)
+from gpuserve.resources.storage import model_volumes
+from gpuserve.triton.modelconfig import render_config_pbtxt
+from gpuserve.triton.serverargs import GRPC_PORT, HTTP_PORT, METRICS_PORT, server_args
+
+Obj = dict[str, Any]
+
+GPU_TAINT_KEY = "nvidia.com/gpu"
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """How many pods one class's pool should run, and whether a rollout may surge."""
+
+    replicas: int
+    surge: bool = False
+
+
+@dataclass(frozen=True)
+class RenderInput:
+    service: InferenceService
+    classes: Mapping[str, AcceleratorClassSpec]
+    pools: Mapping[str, PoolPlan] = field(default_factory=dict)
+
+
+def _owner(service: InferenceService) -> Obj:
+    return {
+        "apiVersion": service.api_version,
+        "kind": service.kind,
+        "name": service.metadata.name,
+        "uid": service.metadata.uid or "",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _meta(
+    service: InferenceService, name: str, extra_labels: Mapping[str, str] | None = None
+) -> Obj:
+    labels = common_labels(service.metadata.name) | dict(extra_labels or {})
+    meta: Obj = {"name": name, "labels": labels}
+    if service.metadata.namespace:
+        meta["namespace"] = service.metadata.namespace
+    if service.metadata.uid:
+        meta["ownerReferences"] = [_owner(service)]
+    return meta
+
+
+def config_map(service: InferenceService) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(service, config_map_name(service.metadata.name)),
+        "data": {"config.pbtxt": render_config_pbtxt(service.spec)},
+    }
+
+
+def config_hash(spec: InferenceServiceSpec) -> str:
+    return short_hash(render_config_pbtxt(spec))
+
+
+def _affinity(accel: AcceleratorClassSpec) -> Obj:
+    expressions = [{"key": PRODUCT_LABEL, "operator": "In", "values": [accel.product_label]}]
+    expressions += [
+        {"key": key, "operator": "In", "values": [value]}
+        for key, value in sorted(accel.node_labels.items())
+    ]
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": expressions}]
+            }
+        }
+    }
+
+
+def _tolerations(spec: InferenceServiceSpec) -> list[Obj]:
+    tolerations: list[Obj] = [{"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]
+    for t in spec.triton.pod.tolerations:
+        tolerations.append(t.model_dump(by_alias=True, exclude_none=True))
+    return tolerations
+
+
+def _probe(path: str, *, period: int, failures: int) -> Obj:
+    return {
+        "httpGet": {"path": path, "port": "http"},
+        "periodSeconds": period,
+        "failureThreshold": failures,
+        "timeoutSeconds": 2,
+    }
+
+
+def _container(service: InferenceService, accel: AcceleratorClassSpec) -> Obj:
+    spec = service.spec
+    res = spec.triton.resources
+    gpus = str(spec.accelerators.gpus_per_pod)
+    volumes_mounts = model_volumes(spec, service.metadata.name).mounts
+    return {
+        "name": "triton",
+        "image": spec.triton.image,
+        "args": server_args(spec),
+        "ports": [
+            {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
+            {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+        ],
+        "resources": {
+            "requests": {"cpu": res.cpu, "memory": res.memory, accel.resource: gpus},
+            "limits": {"memory": res.memory, accel.resource: gpus},
+        },
+        # Ready means the model is loaded (strict readiness); startup allows slow loads.
+        "startupProbe": _probe("/v2/health/ready", period=10, failures=60),
+        "readinessProbe": _probe("/v2/health/ready", period=5, failures=2),
+        "livenessProbe": _probe("/v2/health/live", period=10, failures=3),
+        "volumeMounts": volumes_mounts,
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+
+
+def deployment(
+    service: InferenceService, class_name: str, accel: AcceleratorClassSpec, plan: PoolPlan
+) -> Obj:
+    spec = service.spec
+    name = service.metadata.name
+    selector = {LABEL_SERVICE: name, LABEL_CLASS: class_name}
+    # New pods start out of the Service; the operator promotes them once their model is
+    # loaded, so warm-pool standby and cold start share one path.
+    pod_labels = common_labels(name) | selector | {LABEL_ROLE: ROLE_WARM}
+    storage = model_volumes(spec, name)
+    pod_spec: Obj = {
+        "priorityClassName": priority_class_name(spec.tier),
+        "terminationGracePeriodSeconds": spec.triton.exit_timeout_seconds + 15,
+        "affinity": _affinity(accel),
+        "tolerations": _tolerations(spec),
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 1000,
+            "runAsGroup": 1000,
+            "fsGroup": 1000,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "enableServiceLinks": False,
+        "initContainers": storage.init_containers,
+        "containers": [_container(service, accel)],
+        "volumes": storage.volumes,
+    }
+    pod = spec.triton.pod
+    if pod.node_selector:
+        pod_spec["nodeSelector"] = dict(sorted(pod.node_selector.items()))
+    if pod.service_account_name:
+        pod_spec["serviceAccountName"] = pod.service_account_name
+    if pod.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": s.name} for s in pod.image_pull_secrets]
+    if not pod_spec["initContainers"]:
+        del pod_spec["initContainers"]
+    # Surge only where the placement found a free GPU; otherwise replace in place so a
+    # rollout on full GPU nodes can never deadlock.
+    strategy = (
+        {"maxSurge": 1, "maxUnavailable": 0} if plan.surge else {"maxSurge": 0, "maxUnavailable": 1}
+    )
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(service, deployment_name(name, class_name), {LABEL_CLASS: class_name}),
+        "spec": {
+            "replicas": plan.replicas,
+            "revisionHistoryLimit": 3,
+            "selector": {"matchLabels": selector},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": strategy},
+            "template": {
+                "metadata": {
+                    "labels": pod_labels,
+                    "annotations": {ANNOTATION_CONFIG_HASH: config_hash(spec)},
+                },
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def service_object(service: InferenceService) -> Obj:
+    name = service.metadata.name
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(service, name),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {LABEL_SERVICE: name, LABEL_ROLE: ROLE_SERVING},
+            "ports": [
+                {"name": "http", "port": HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
+                {"name": "grpc", "port": GRPC_PORT, "targetPort": "grpc", "protocol": "TCP"},
+            ],
+        },
+    }
+
+
+def disruption_budget(service: InferenceService) -> Obj:
+    name = service.metadata.name
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(service, name),
+        "spec": {
+            "maxUnavailable": 1,
+            "selector": {"matchLabels": {LABEL_SERVICE: name, LABEL_ROLE: ROLE_SERVING}},
+        },
+    }
+
+
+def render_children(inp: RenderInput) -> list[Obj]:
+    """Every child object, in apply order (config before the pods that mount it)."""
+    svc = inp.service
+    children = [config_map(svc)]
+    for class_name in svc.spec.accelerators.classes:
+        accel = inp.classes.get(class_name)
+        if accel is None:
+            continue
+        plan = inp.pools.get(class_name, PoolPlan(replicas=0))
+        children.append(deployment(svc, class_name, accel, plan))
+    children.append(service_object(svc))
+    children.append(disruption_budget(svc))
+    return children
+
+
+def endpoint(service: InferenceService) -> str:
+    ns = service.metadata.namespace or "default"
+    return f"{service.metadata.name}.{ns}.svc:{GRPC_PORT}"
