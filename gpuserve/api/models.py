@@ -170,6 +170,13 @@ class ModelSpec(_Model):
         max_length=64,
     )
 
+    @field_validator("storage_uri")
+    @classmethod
+    def _pvc_has_path(cls, uri: str) -> str:
+        if uri.startswith("pvc://") and "/" not in uri[len("pvc://") :]:
+            raise ValueError("storageUri: a pvc:// location is pvc://<claim>/<path>")
+        return uri
+
 
 # --------------------------------------------------------------------------- batching
 
@@ -305,6 +312,13 @@ class AcceleratorsSpec(_Model):
         ge=1,
         le=8,
     )
+
+    @field_validator("classes")
+    @classmethod
+    def _unique(cls, classes: list[str]) -> list[str]:
+        if len(set(classes)) != len(classes):
+            raise ValueError("classes: each AcceleratorClass may be listed once")
+        return classes
 
 
 class ScalingSpec(_Model):
@@ -527,6 +541,17 @@ class InferenceServiceSpec(_Model):
             raise ValueError(
                 "batching.maxQueueDelay: the batching delay must be shorter than the SLO latency"
             )
+        policy = self.batching.queue_policy
+        if (
+            policy is not None
+            and policy.timeout is not None
+            and policy.timeout_action == "Reject"
+            and parse_duration(policy.timeout) < parse_duration(self.batching.max_queue_delay)
+        ):
+            raise ValueError(
+                "batching.queuePolicy.timeout: a Reject timeout shorter than maxQueueDelay "
+                "rejects requests the batcher is still holding"
+            )
         allowed = PRECISIONS_BY_FORMAT[self.model.format]
         if self.precision not in allowed:
             raise ValueError(
@@ -618,7 +643,7 @@ class AcceleratorClassSpec(_Model):
         max_length=8,
     )
     memory_gib: int | None = Field(
-        default=None, description="GPU (or slice) memory in GiB.", ge=1, le=1024
+        default=None, alias="memoryGiB", description="GPU (or slice) memory in GiB.", ge=1, le=1024
     )
     relative_speed: float = Field(
         default=1.0,
@@ -630,6 +655,19 @@ class AcceleratorClassSpec(_Model):
     cost_per_hour: float = Field(
         default=1.0, description="Cost of one GPU (or slice) per hour.", ge=0, le=10_000
     )
+
+    @model_validator(mode="after")
+    def _mixed_mig_resource(self) -> AcceleratorClassSpec:
+        if (
+            self.resource_name
+            and self.mig is not None
+            and self.mig.strategy == "mixed"
+            and self.resource_name != f"nvidia.com/mig-{self.mig.profile}"
+        ):
+            raise ValueError(
+                "resourceName: with the mixed MIG strategy the resource is nvidia.com/mig-<profile>"
+            )
+        return self
 
     @property
     def resource(self) -> str:

@@ -1,0 +1,126 @@
+"""`gpuserve render`: the children the operator would create, with no cluster needed.
+
+It runs the same code path as the controller: parse with gpuserve.api, place replicas
+with gpuserve.placement (assuming every class has room), render with gpuserve.resources.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from cli.errors import CLIError
+from gpuserve.api.models import (
+    AcceleratorClass,
+    AcceleratorClassSpec,
+    InferenceService,
+    parse_accelerator_class,
+    parse_inference_service,
+)
+from gpuserve.placement.planning import ClassCapacity, place, usable_classes
+from gpuserve.resources.rendering import PoolPlan, RenderInput, render_children
+
+
+class RenderError(CLIError):
+    """A manifest that cannot be rendered; the message names the document and field."""
+
+
+def load_documents(paths: list[Path]) -> list[tuple[str, dict[str, Any]]]:
+    docs: list[tuple[str, dict[str, Any]]] = []
+    for path in paths:
+        files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+        for file in files:
+            try:
+                loaded = list(yaml.safe_load_all(file.read_text()))
+            except (OSError, yaml.YAMLError) as exc:
+                raise RenderError(f"{file}: {exc}") from exc
+            for i, doc in enumerate(loaded):
+                if isinstance(doc, dict):
+                    docs.append((f"{file}#{i + 1}", doc))
+    return docs
+
+
+def _describe(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+    )
+
+
+def split_manifests(
+    docs: list[tuple[str, dict[str, Any]]],
+) -> tuple[list[InferenceService], dict[str, AcceleratorClassSpec]]:
+    services: list[InferenceService] = []
+    classes: dict[str, AcceleratorClassSpec] = {}
+    for where, doc in docs:
+        kind = doc.get("kind")
+        try:
+            if kind == "InferenceService":
+                services.append(parse_inference_service(_with_namespace(doc)))
+            elif kind == "AcceleratorClass":
+                accel: AcceleratorClass = parse_accelerator_class(doc)
+                classes[accel.metadata.name] = accel.spec
+        except ValidationError as exc:
+            name = doc.get("metadata", {}).get("name", "?")
+            raise RenderError(f"{where} ({kind} {name}): {_describe(exc)}") from exc
+    return services, classes
+
+
+def _with_namespace(doc: dict[str, Any]) -> dict[str, Any]:
+    meta = {"namespace": "default", **doc.get("metadata", {})}
+    return {**doc, "metadata": meta}
+
+
+def render_service(
+    svc: InferenceService, classes: dict[str, AcceleratorClassSpec]
+) -> list[dict[str, Any]]:
+    order, issues = usable_classes(svc.spec, classes)
+    if not order:
+        raise RenderError(
+            f"InferenceService {svc.metadata.name}: " + "; ".join(i.message for i in issues)
+        )
+    wanted = svc.spec.scaling.min_replicas + svc.spec.scaling.warm_pool
+    room = {c: ClassCapacity(free=10**6, total=10**6) for c in order}
+    plan = place(desired=wanted, order=order, now={}, capacity=room)
+    pools = {c: PoolPlan(replicas=plan.replicas[c], surge=plan.surge[c]) for c in order}
+    return render_children(RenderInput(service=svc, classes=classes, pools=pools))
+
+
+def run(args: argparse.Namespace) -> int:
+    paths = [Path(p) for p in args.filename]
+    if args.classes:
+        paths += [Path(p) for p in args.classes]
+    services, classes = split_manifests(load_documents(paths))
+    if not services:
+        raise RenderError("no InferenceService found in the given files")
+    out: list[dict[str, Any]] = []
+    for svc in services:
+        out.extend(render_service(svc, classes))
+    sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False, width=100))
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "render",
+        help="print the objects the operator would create for a manifest (no cluster needed)",
+        description=__doc__,
+    )
+    p.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        required=True,
+        help="manifest file or directory (repeatable)",
+    )
+    p.add_argument(
+        "--classes",
+        action="append",
+        default=[],
+        help="file(s) with the AcceleratorClasses the services refer to",
+    )
+    p.set_defaults(func=run)

@@ -1,0 +1,66 @@
+"""AcceleratorClass status: how many matching nodes and GPUs the cluster has for it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from controllers import kube
+from controllers.converging import now_rfc3339
+from gpuserve.api.conditions import set_condition
+from gpuserve.api.models import GROUP, VERSION, AcceleratorClassSpec
+from gpuserve.api.status import AcceleratorClassStatus
+from gpuserve.placement.capacity import class_capacity, matches
+
+ACCEL = (GROUP, VERSION, "acceleratorclasses")
+
+
+@kopf.timer(*ACCEL, interval=30.0, idle=5.0)
+@kopf.on.resume(*ACCEL)
+@kopf.on.create(*ACCEL)
+@kopf.on.update(*ACCEL, field="spec")
+def report_capacity(body: kopf.Body, name: str, **kw: Any) -> None:
+    live = dict(body.get("status") or {})
+    status = AcceleratorClassStatus.model_validate(live)
+    gen = body["metadata"].get("generation")
+    now = now_rfc3339()
+    try:
+        spec = AcceleratorClassSpec.model_validate(dict(body["spec"]))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        status.conditions = set_condition(
+            status.conditions,
+            type_="Ready",
+            status="False",
+            reason="InvalidSpec",
+            message=f"{'.'.join(map(str, err['loc']))}: {err['msg']}",
+            generation=gen,
+            now=now,
+        )
+    else:
+        nodes = [n for store in kw["gpu_nodes"].values() for n in store]
+        pods = [p for store in kw["gpu_pods"].values() for p in store]
+        cap = class_capacity(spec, nodes=nodes, pods=pods)
+        status.nodes = sum(1 for n in nodes if matches(n, spec))
+        status.capacity = cap.total
+        status.allocated = cap.total - cap.free
+        found = status.nodes > 0
+        status.conditions = set_condition(
+            status.conditions,
+            type_="Ready",
+            status="True" if found else "False",
+            reason="NodesFound" if found else "NoMatchingNodes",
+            message=f"{status.nodes} node(s) with {cap.total} x {spec.resource}",
+            generation=gen,
+            now=now,
+        )
+    status.observed_generation = gen
+    kube.patch_status(
+        plural="acceleratorclasses",
+        name=name,
+        namespace=None,
+        status=status.model_dump(by_alias=True, exclude_none=True, mode="json"),
+        live_status=live,
+    )

@@ -1,0 +1,113 @@
+"""In-memory indexes kopf keeps from watches: no list calls on the reconcile path.
+
+- ``accelerator_classes``: class name -> parsed spec (or the parse error);
+- ``gpu_nodes``: node name -> labels and GPU allocatable;
+- ``gpu_pods``: active pods with GPU requests -> node and requests (for free capacity);
+- ``service_pods``: (namespace, service) -> each pod's role, readiness and placement.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from gpuserve.api.models import AcceleratorClassSpec
+from gpuserve.placement.capacity import NodeInfo, PodRequest
+from gpuserve.placement.roles import PodState
+from gpuserve.resources.naming import LABEL_CLASS, LABEL_ROLE, LABEL_SERVICE
+
+GPU_PREFIX = "nvidia.com/"
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0
+
+
+@kopf.index("gpuserve.io", "v1alpha1", "acceleratorclasses")
+def accelerator_classes(
+    name: str, spec: kopf.Spec, **_: Any
+) -> dict[str, AcceleratorClassSpec | str]:
+    try:
+        return {name: AcceleratorClassSpec.model_validate(dict(spec))}
+    except ValidationError as exc:
+        return {name: f"invalid AcceleratorClass {name!r}: {exc.errors()[0]['msg']}"}
+
+
+@kopf.index("", "v1", "nodes")
+def gpu_nodes(name: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[str, NodeInfo]:
+    allocatable = body.get("status", {}).get("allocatable", {}) or {}
+    gpus = {k: _int(v) for k, v in allocatable.items() if k.startswith(GPU_PREFIX)}
+    schedulable = not body.get("spec", {}).get("unschedulable", False)
+    return {
+        name: NodeInfo(name=name, labels=dict(labels), allocatable=gpus, schedulable=schedulable)
+    }
+
+
+def _gpu_requests(spec: kopf.Spec) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for container in spec.get("containers", []) or []:
+        resources = container.get("resources", {}) or {}
+        merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        for key, value in merged.items():
+            if key.startswith(GPU_PREFIX):
+                total[key] = total.get(key, 0) + _int(value)
+    return total
+
+
+def _active(status: kopf.Status) -> bool:
+    return status.get("phase") not in ("Succeeded", "Failed")
+
+
+@kopf.index("", "v1", "pods")
+def gpu_pods(
+    namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, **_: Any
+) -> dict[tuple[str, str], PodRequest] | None:
+    node = spec.get("nodeName")
+    requests = _gpu_requests(spec)
+    if not node or not requests or not _active(status):
+        return None
+    return {(namespace, name): PodRequest(node=node, requests=requests)}
+
+
+def _condition(status: kopf.Status, type_: str) -> dict[str, Any] | None:
+    for cond in status.get("conditions", []) or []:
+        if cond.get("type") == type_:
+            return dict(cond)
+    return None
+
+
+@kopf.index("", "v1", "pods", labels={LABEL_SERVICE: kopf.PRESENT})
+def service_pods(
+    namespace: str,
+    name: str,
+    labels: kopf.Labels,
+    annotations: kopf.Annotations,
+    meta: kopf.Meta,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    **_: Any,
+) -> dict[tuple[str, str], PodState] | None:
+    if not _active(status):
+        return None
+    ready = _condition(status, "Ready")
+    scheduled = _condition(status, "PodScheduled")
+    unschedulable = None
+    if scheduled and scheduled.get("status") == "False":
+        unschedulable = scheduled.get("message") or scheduled.get("reason") or "unschedulable"
+    state = PodState(
+        name=name,
+        accelerator_class=labels.get(LABEL_CLASS, ""),
+        role=labels.get(LABEL_ROLE, ""),
+        ready=bool(ready and ready.get("status") == "True"),
+        deleting=meta.get("deletionTimestamp") is not None,
+        node=spec.get("nodeName"),
+        unschedulable=unschedulable,
+        deletion_cost=annotations.get(DELETION_COST),
+    )
+    return {(namespace, labels[LABEL_SERVICE]): state}

@@ -1,0 +1,139 @@
+"""kopf handlers of InferenceService: every trigger funnels into ``converging.converge``.
+
+Triggers: the service is created, its spec changes, the operator resumes; one of its pods
+changes (readiness, scheduling, deletion); one of its children drifts; and a periodic
+timer that catches anything missed (it writes nothing when nothing changed).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from controllers.converging import ClusterView, converge, post_events
+from gpuserve.api.models import GROUP, VERSION
+from gpuserve.resources.naming import LABEL_SERVICE
+
+log = logging.getLogger(__name__)
+ISVC = (GROUP, VERSION, "inferenceservices")
+MANAGED = {"app.kubernetes.io/managed-by": "gpuserve"}
+RESYNC_SECONDS = 30.0
+
+
+@kopf.index(*ISVC)
+def services(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[tuple[str, str], Any]:
+    return {(namespace, name): dict(body)}
+
+
+def _strip(body: kopf.Body) -> dict[str, Any]:
+    obj = dict(body)
+    meta = dict(obj.get("metadata", {}))
+    meta.pop("managedFields", None)
+    obj["metadata"] = meta
+    return obj
+
+
+def _child_index(namespace: str, labels: kopf.Labels, body: kopf.Body) -> Any:
+    service = labels.get(LABEL_SERVICE)
+    if not service:
+        return None
+    return {(namespace, service): _strip(body)}
+
+
+@kopf.index("", "v1", "configmaps", labels=MANAGED)
+def child_configmaps(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Any:
+    return _child_index(namespace, labels, body)
+
+
+@kopf.index("apps", "v1", "deployments", labels=MANAGED)
+def child_deployments(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Any:
+    return _child_index(namespace, labels, body)
+
+
+@kopf.index("", "v1", "services", labels=MANAGED)
+def child_services(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Any:
+    return _child_index(namespace, labels, body)
+
+
+@kopf.index("policy", "v1", "poddisruptionbudgets", labels=MANAGED)
+def child_pdbs(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Any:
+    return _child_index(namespace, labels, body)
+
+
+_CHILD_INDEXES = ("child_configmaps", "child_deployments", "child_services", "child_pdbs")
+
+
+def _view(key: tuple[str, str], kw: dict[str, Any]) -> ClusterView:
+    children: dict[tuple[str, str], dict[str, Any]] = {}
+    for index_name in _CHILD_INDEXES:
+        for obj in kw[index_name].get(key, []):
+            children[(obj["kind"], obj["metadata"]["name"])] = obj
+    classes: dict[str, Any] = {}
+    for name, store in kw["accelerator_classes"].items():
+        for value in store:
+            classes[name] = value
+    return ClusterView(
+        classes=classes,
+        nodes=[n for store in kw["gpu_nodes"].values() for n in store],
+        gpu_pods=[p for store in kw["gpu_pods"].values() for p in store],
+        pods=list(kw["service_pods"].get(key, [])),
+        children=children,
+    )
+
+
+def reconcile(body: dict[str, Any], kw: dict[str, Any]) -> None:
+    meta = body["metadata"]
+    key = (meta["namespace"], meta["name"])
+    outcome = converge(body, _view(key, kw))
+    post_events(body, outcome)
+
+
+@kopf.on.resume(*ISVC)
+@kopf.on.create(*ISVC)
+@kopf.on.update(*ISVC, field="spec")
+def on_service_change(body: kopf.Body, **kw: Any) -> None:
+    reconcile(dict(body), kw)
+
+
+@kopf.timer(*ISVC, interval=RESYNC_SECONDS, idle=RESYNC_SECONDS / 2)
+def resync(body: kopf.Body, **kw: Any) -> None:
+    reconcile(dict(body), kw)
+
+
+def _owner_body(namespace: str, service: str | None, kw: dict[str, Any]) -> dict[str, Any] | None:
+    if not service:
+        return None
+    store = kw["services"].get((namespace, service), [])
+    return next(iter(store), None)
+
+
+@kopf.on.event("", "v1", "pods", labels={LABEL_SERVICE: kopf.PRESENT})
+def on_pod_event(namespace: str, labels: kopf.Labels, **kw: Any) -> None:
+    owner = _owner_body(namespace, labels.get(LABEL_SERVICE), kw)
+    if owner is not None:
+        reconcile(owner, kw)
+
+
+def _on_child_event(
+    namespace: str, labels: kopf.Labels, event_type: str | None, kw: dict[str, Any]
+) -> None:
+    owner = _owner_body(namespace, labels.get(LABEL_SERVICE), kw)
+    if owner is not None and event_type in ("MODIFIED", "DELETED"):
+        reconcile(owner, kw)
+
+
+@kopf.on.event("apps", "v1", "deployments", labels=MANAGED)
+def on_deployment_event(namespace: str, labels: kopf.Labels, type: str | None, **kw: Any) -> None:
+    _on_child_event(namespace, labels, type, kw)
+
+
+@kopf.on.event("", "v1", "configmaps", labels=MANAGED)
+def on_configmap_event(namespace: str, labels: kopf.Labels, type: str | None, **kw: Any) -> None:
+    _on_child_event(namespace, labels, type, kw)
+
+
+@kopf.on.event("", "v1", "services", labels=MANAGED)
+def on_service_event(namespace: str, labels: kopf.Labels, type: str | None, **kw: Any) -> None:
+    _on_child_event(namespace, labels, type, kw)

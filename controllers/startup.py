@@ -1,0 +1,57 @@
+"""Operator settings and the cluster-wide objects every service relies on."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from controllers import kube
+from gpuserve.api.models import GROUP
+from gpuserve.resources.naming import priority_class_name
+
+log = logging.getLogger(__name__)
+
+# Interactive serving outranks batch serving; standby (warm) pods rank below both so a
+# serving pod can preempt them when GPUs run out.
+PRIORITIES = {
+    priority_class_name("interactive"): 100_000,
+    priority_class_name("batch"): 50_000,
+    priority_class_name("interactive", warm=True): 10_000,
+    priority_class_name("batch", warm=True): 5_000,
+}
+
+
+def priority_classes() -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "gpuserve"}},
+            "value": value,
+            "preemptionPolicy": "PreemptLowerPriority",
+            "globalDefault": False,
+            "description": "gpuserve: priority of Triton pods of this tier",
+        }
+        for name, value in PRIORITIES.items()
+    ]
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    # Progress and the diff base live in status, not annotations: a GitOps tool comparing
+    # the manifest it applied sees no foreign annotations (no drift).
+    settings.persistence.progress_storage = kopf.StatusProgressStorage(field="status.kopf.progress")
+    settings.persistence.diffbase_storage = kopf.StatusDiffBaseStorage(
+        field="status.kopf.lastHandledConfiguration"
+    )
+    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    # kopf's own "handler succeeded" events would be a write per reconcile; gpuserve posts
+    # the events that mean something itself.
+    settings.posting.level = logging.WARNING
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.execution.max_workers = 8
+    for pc in priority_classes():
+        kube.apply_if_changed(pc)

@@ -1,0 +1,204 @@
+"""Invalid manifests and the field each must be rejected for.
+
+Shared by the unit tests (pydantic, the operator's own parser) and the end-to-end tests
+(the real API server's schema and CEL rules), so both layers reject the same inputs.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+Obj = dict[str, Any]
+
+
+def valid_service(name: str = "svc") -> Obj:
+    return {
+        "apiVersion": "gpuserve.io/v1alpha1",
+        "kind": "InferenceService",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {
+                "name": "sleeper",
+                "storageUri": "demo://sleeper",
+                "format": "python",
+                "inputs": [{"name": "INPUT", "dataType": "FP32", "dims": [4]}],
+                "outputs": [{"name": "OUTPUT", "dataType": "FP32", "dims": [4]}],
+            },
+            "batching": {"maxBatchSize": 8, "preferredBatchSizes": [4, 8], "maxQueueDelay": "2ms"},
+            "slo": {"latency": "50ms", "percentile": 95},
+            "accelerators": {"classes": ["h100"]},
+            "scaling": {"minReplicas": 1, "maxReplicas": 4},
+        },
+    }
+
+
+def valid_class(name: str = "h100") -> Obj:
+    return {
+        "apiVersion": "gpuserve.io/v1alpha1",
+        "kind": "AcceleratorClass",
+        "metadata": {"name": name},
+        "spec": {"gpuProduct": "NVIDIA-H100-80GB-HBM3", "computeCapability": "9.0"},
+    }
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    field: str  # the path the rejection must name, as the API server spells it
+    mutate: Callable[[Obj], None]
+    kind: str = "InferenceService"
+
+    def body(self, name: str) -> Obj:
+        base = valid_service(name) if self.kind == "InferenceService" else valid_class(name)
+        obj = copy.deepcopy(base)
+        self.mutate(obj)
+        return obj
+
+
+def _set(path: str, value: Any) -> Callable[[Obj], None]:
+    def mutate(obj: Obj) -> None:
+        keys = path.split(".")
+        node = obj
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+        node[keys[-1]] = value
+
+    return mutate
+
+
+def _drop(path: str) -> Callable[[Obj], None]:
+    def mutate(obj: Obj) -> None:
+        keys = path.split(".")
+        node = obj
+        for k in keys[:-1]:
+            node = node[k]
+        del node[keys[-1]]
+
+    return mutate
+
+
+def _both(*mutations: Callable[[Obj], None]) -> Callable[[Obj], None]:
+    def mutate(obj: Obj) -> None:
+        for m in mutations:
+            m(obj)
+
+    return mutate
+
+
+def _empty_first_input_dims(obj: Obj) -> None:
+    obj["spec"]["model"]["inputs"][0]["dims"] = []
+
+
+CASES: list[Case] = [
+    Case(
+        "preferred-above-max",
+        "spec.batching.preferredBatchSizes",
+        _set("spec.batching.preferredBatchSizes", [4, 16]),
+    ),
+    Case(
+        "preferred-without-batching",
+        "spec.batching.preferredBatchSizes",
+        _both(
+            _set("spec.batching.maxBatchSize", 0), _set("spec.batching.preferredBatchSizes", [4])
+        ),
+    ),
+    Case(
+        "default-priority-above-levels",
+        "spec.batching.defaultPriorityLevel",
+        _both(
+            _set("spec.batching.priorityLevels", 2), _set("spec.batching.defaultPriorityLevel", 3)
+        ),
+    ),
+    Case(
+        "default-priority-without-levels",
+        "spec.batching.defaultPriorityLevel",
+        _set("spec.batching.defaultPriorityLevel", 1),
+    ),
+    Case(
+        "min-above-max",
+        "spec.scaling.minReplicas",
+        _both(_set("spec.scaling.minReplicas", 5), _set("spec.scaling.maxReplicas", 2)),
+    ),
+    Case(
+        "delay-outside-slo",
+        "spec.batching.maxQueueDelay",
+        _set("spec.batching.maxQueueDelay", "60ms"),
+    ),
+    Case(
+        "delay-equals-slo",
+        "spec.batching.maxQueueDelay",
+        _set("spec.batching.maxQueueDelay", "50ms"),
+    ),
+    Case(
+        "onnx-bf16",
+        "spec.precision",
+        _both(_set("spec.model.format", "onnx"), _set("spec.precision", "bf16")),
+    ),
+    Case(
+        "tensorflow-int8",
+        "spec.precision",
+        _both(_set("spec.model.format", "tensorflow"), _set("spec.precision", "int8")),
+    ),
+    Case(
+        "pytorch-fp8",
+        "spec.precision",
+        _both(_set("spec.model.format", "pytorch"), _set("spec.precision", "fp8")),
+    ),
+    Case("unknown-precision", "spec.precision", _set("spec.precision", "fp64")),
+    Case("unknown-format", "spec.model.format", _set("spec.model.format", "caffe")),
+    Case("http-storage", "spec.model.storageUri", _set("spec.model.storageUri", "http://x/y")),
+    Case("pvc-without-path", "spec.model.storageUri", _set("spec.model.storageUri", "pvc://claim")),
+    Case("model-name-slash", "spec.model.name", _set("spec.model.name", "a/b")),
+    Case("negative-batch", "spec.batching.maxBatchSize", _set("spec.batching.maxBatchSize", -1)),
+    Case("huge-batch", "spec.batching.maxBatchSize", _set("spec.batching.maxBatchSize", 5000)),
+    Case(
+        "bad-duration", "spec.batching.maxQueueDelay", _set("spec.batching.maxQueueDelay", "fast")
+    ),
+    Case("missing-slo-latency", "spec.slo.latency", _drop("spec.slo.latency")),
+    Case("odd-percentile", "spec.slo.percentile", _set("spec.slo.percentile", 97)),
+    Case("no-classes", "spec.accelerators.classes", _set("spec.accelerators.classes", [])),
+    Case(
+        "duplicate-classes",
+        "spec.accelerators.classes",
+        _set("spec.accelerators.classes", ["h100", "h100"]),
+    ),
+    Case("zero-gpus", "spec.accelerators.gpusPerPod", _set("spec.accelerators.gpusPerPod", 0)),
+    Case("negative-warm-pool", "spec.scaling.warmPool", _set("spec.scaling.warmPool", -1)),
+    Case("unknown-tier", "spec.tier", _set("spec.tier", "realtime")),
+    Case(
+        "unknown-timeout-action",
+        "spec.batching.queuePolicy.timeoutAction",
+        _set("spec.batching.queuePolicy", {"timeoutAction": "Drop"}),
+    ),
+    Case(
+        "reject-timeout-below-delay",
+        "spec.batching.queuePolicy.timeout",
+        _set("spec.batching.queuePolicy", {"timeout": "1ms", "timeoutAction": "Reject"}),
+    ),
+    Case("unknown-engine", "spec.scaling.engine", _set("spec.scaling.engine", "hpa")),
+    Case("empty-dims", "spec.model.inputs[0].dims", _empty_first_input_dims),
+    Case("missing-model", "spec.model", _drop("spec.model")),
+    Case("version-zero", "spec.model.version", _set("spec.model.version", 0)),
+    Case("unknown-field", "spec.batching.maxBatch", _set("spec.batching.maxBatch", 4)),
+    Case(
+        "mixed-mig-wrong-resource",
+        "spec.resourceName",
+        _both(
+            _set("spec.mig", {"profile": "3g.40gb", "strategy": "mixed"}),
+            _set("spec.resourceName", "nvidia.com/gpu"),
+        ),
+        kind="AcceleratorClass",
+    ),
+    Case(
+        "bad-mig-profile",
+        "spec.mig.profile",
+        _set("spec.mig", {"profile": "3g40gb"}),
+        kind="AcceleratorClass",
+    ),
+    Case(
+        "zero-speed", "spec.relativeSpeed", _set("spec.relativeSpeed", 0), kind="AcceleratorClass"
+    ),
+]

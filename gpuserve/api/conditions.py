@@ -1,0 +1,44 @@
+"""Setting conditions the Kubernetes way.
+
+lastTransitionTime moves only when a condition's status flips, and the list keeps a
+fixed order, so recomputing an unchanged state yields an equal list (and no write).
+"""
+
+from __future__ import annotations
+
+from gpuserve.api.status import Condition, ConditionStatus
+
+ORDER = ("Ready", "Reconciling", "Stalled", "Schedulable", "MetricsAvailable")
+
+
+def set_condition(
+    conditions: list[Condition],
+    *,
+    type_: str,
+    status: ConditionStatus,
+    reason: str,
+    message: str,
+    generation: int | None,
+    now: str,
+) -> list[Condition]:
+    """A new list with ``type_`` set; the others are kept as they are."""
+    previous = next((c for c in conditions if c.type == type_), None)
+    changed = previous is None or previous.status != status
+    updated = Condition(
+        type=type_,
+        status=status,
+        reason=reason,
+        message=message,
+        observed_generation=generation,
+        last_transition_time=now if changed or previous is None else previous.last_transition_time,
+    )
+    rest = [c for c in conditions if c.type != type_]
+    return sorted([*rest, updated], key=_rank)
+
+
+def _rank(c: Condition) -> tuple[int, str]:
+    return (ORDER.index(c.type) if c.type in ORDER else len(ORDER), c.type)
+
+
+def find(conditions: list[Condition], type_: str) -> Condition | None:
+    return next((c for c in conditions if c.type == type_), None)

@@ -1,0 +1,166 @@
+"""Children rendered for a service: placement on GPUs, Triton pods, Service, PDB."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli.rendering import RenderError, load_documents, render_service, split_manifests
+from e2e.invalid_cases import valid_service
+from gpuserve.api.models import AcceleratorClassSpec, parse_inference_service
+from gpuserve.resources.naming import child_name
+from gpuserve.resources.rendering import PoolPlan, RenderInput, render_children
+
+REPO = Path(__file__).resolve().parents[1]
+H100 = AcceleratorClassSpec.model_validate({"gpuProduct": "NVIDIA-H100-80GB-HBM3"})
+MIG = AcceleratorClassSpec.model_validate(
+    {"gpuProduct": "NVIDIA-A100-SXM4-80GB", "mig": {"profile": "3g.40gb"}}
+)
+MIG_SINGLE = AcceleratorClassSpec.model_validate(
+    {"gpuProduct": "NVIDIA-A100-SXM4-40GB", "mig": {"profile": "1g.5gb", "strategy": "single"}}
+)
+
+
+def _render(**pools: int) -> dict[str, dict[str, Any]]:
+    body = valid_service("chat")
+    body["metadata"].update(namespace="ml", uid="u-1")
+    body["spec"]["accelerators"]["classes"] = ["h100", "mig"]
+    svc = parse_inference_service(body)
+    inp = RenderInput(
+        service=svc,
+        classes={"h100": H100, "mig": MIG},
+        pools={k: PoolPlan(replicas=v) for k, v in pools.items()},
+    )
+    return {f"{o['kind']}/{o['metadata']['name']}": o for o in render_children(inp)}
+
+
+def test_children_and_owner_references() -> None:
+    objs = _render(h100=2, mig=1)
+    assert set(objs) == {
+        "ConfigMap/chat-triton-config",
+        "Deployment/chat-h100",
+        "Deployment/chat-mig",
+        "Service/chat",
+        "PodDisruptionBudget/chat",
+    }
+    for obj in objs.values():
+        owner = obj["metadata"]["ownerReferences"][0]
+        assert owner["kind"] == "InferenceService" and owner["uid"] == "u-1" and owner["controller"]
+        assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpuserve"
+
+
+def test_gpu_placement_fields() -> None:
+    objs = _render(h100=2, mig=1)
+    h100 = objs["Deployment/chat-h100"]["spec"]
+    pod = h100["template"]["spec"]
+    term = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    expr = term["nodeSelectorTerms"][0]["matchExpressions"][0]
+    assert expr == {
+        "key": "nvidia.com/gpu.product",
+        "operator": "In",
+        "values": ["NVIDIA-H100-80GB-HBM3"],
+    }
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod[
+        "tolerations"
+    ]
+    assert h100["replicas"] == 2
+    container = pod["containers"][0]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    mig = objs["Deployment/chat-mig"]["spec"]["template"]["spec"]["containers"][0]
+    assert mig["resources"]["limits"] == {"memory": "8Gi", "nvidia.com/mig-3g.40gb": "1"}
+    assert "nvidia.com/gpu" not in mig["resources"]["limits"]
+
+
+def test_single_strategy_mig_requests_gpu_and_matches_product_suffix() -> None:
+    assert MIG_SINGLE.resource == "nvidia.com/gpu"
+    assert MIG_SINGLE.product_label == "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"
+
+
+def test_pod_security_and_probes() -> None:
+    pod = _render(h100=1)["Deployment/chat-h100"]["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    c = pod["containers"][0]
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert c["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    assert pod["terminationGracePeriodSeconds"] > 30  # above Triton's exit timeout
+
+
+def test_service_selects_serving_pods_only_and_new_pods_start_warm() -> None:
+    objs = _render(h100=1)
+    assert objs["Service/chat"]["spec"]["selector"]["gpuserve.io/role"] == "serving"
+    labels = objs["Deployment/chat-h100"]["spec"]["template"]["metadata"]["labels"]
+    assert labels["gpuserve.io/role"] == "warm"
+    selector = objs["Deployment/chat-h100"]["spec"]["selector"]["matchLabels"]
+    assert "gpuserve.io/role" not in selector  # flipping the role keeps the pod owned
+
+
+def test_config_change_rolls_pods_via_hash() -> None:
+    a = _render(h100=1)["Deployment/chat-h100"]["spec"]["template"]["metadata"]["annotations"]
+    body = valid_service("chat")
+    body["spec"]["batching"]["maxQueueDelay"] = "3ms"
+    svc = parse_inference_service(body)
+    objs = render_children(
+        RenderInput(service=svc, classes={"h100": H100}, pools={"h100": PoolPlan(1)})
+    )
+    b = objs[1]["spec"]["template"]["metadata"]["annotations"]
+    assert a["gpuserve.io/config-hash"] != b["gpuserve.io/config-hash"]
+
+
+def test_surge_only_when_capacity() -> None:
+    svc = parse_inference_service(valid_service("chat"))
+    for surge, expected in ((True, 1), (False, 0)):
+        objs = render_children(
+            RenderInput(
+                service=svc, classes={"h100": H100}, pools={"h100": PoolPlan(2, surge=surge)}
+            )
+        )
+        assert objs[1]["spec"]["strategy"]["rollingUpdate"]["maxSurge"] == expected
+
+
+def test_long_names_are_shortened_stably() -> None:
+    long = child_name("a" * 40, "b" * 30)
+    assert len(long) <= 52 and long == child_name("a" * 40, "b" * 30)
+
+
+def test_storage_sources() -> None:
+    body = valid_service("chat")
+    body["spec"]["model"].update(storageUri="s3://bucket/m", storageSecretRef={"name": "creds"})
+    svc = parse_inference_service(body)
+    dep = render_children(
+        RenderInput(service=svc, classes={"h100": H100}, pools={"h100": PoolPlan(1)})
+    )[1]
+    init = dep["spec"]["template"]["spec"]["initContainers"][0]
+    assert init["envFrom"] == [{"secretRef": {"name": "creds"}}]  # referenced, never copied
+    body["spec"]["model"].update(storageUri="pvc://store/models/chat")
+    del body["spec"]["model"]["storageSecretRef"]
+    dep = render_children(
+        RenderInput(
+            service=parse_inference_service(body),
+            classes={"h100": H100},
+            pools={"h100": PoolPlan(1)},
+        )
+    )[1]
+    vols = dep["spec"]["template"]["spec"]["volumes"]
+    assert {
+        "name": "model-files",
+        "persistentVolumeClaim": {"claimName": "store", "readOnly": True},
+    } in vols
+
+
+def test_every_example_renders() -> None:
+    services, classes = split_manifests(load_documents([REPO / "examples"]))
+    assert len(services) >= 4 and {"h100", "l4", "a100-3g40gb", "a100-1g10gb"} <= set(classes)
+    for svc in services:
+        kinds = [o["kind"] for o in render_service(svc, classes)]
+        assert kinds[0] == "ConfigMap" and "Deployment" in kinds
+
+
+def test_render_names_a_missing_class() -> None:
+    svc = parse_inference_service(valid_service("chat"))
+    with pytest.raises(RenderError, match="'h100' not found"):
+        render_service(svc, {})
