@@ -1,0 +1,131 @@
+"""Run the real operator process against a test cluster, and install what it needs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from e2e.cluster.testkit import ClusterHandle, wait_for
+
+REPO = Path(__file__).resolve().parents[1]
+CRDS = REPO / "crds"
+EXAMPLE_CLASSES = REPO / "examples" / "accelerator-classes.yaml"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def install_crds(cluster: ClusterHandle) -> None:
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
+    for crd in ("inferenceservices.gpuserve.io", "acceleratorclasses.gpuserve.io"):
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+
+
+def install_classes(cluster: ClusterHandle, path: Path = EXAMPLE_CLASSES) -> None:
+    cluster.kubectl("apply", "-f", str(path))
+
+
+class OperatorProcess:
+    """The operator as a child process: `python -m controllers.entrypoint`."""
+
+    def __init__(self, cluster: ClusterHandle, log_path: Path, *extra: str) -> None:
+        self.cluster = cluster
+        self.log_path = log_path
+        self.extra = extra
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 60.0) -> OperatorProcess:
+        env = dict(os.environ, KUBECONFIG=str(self.cluster.kubeconfig), PYTHONUNBUFFERED="1")
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "controllers.entrypoint",
+                "--liveness",
+                f"http://127.0.0.1:{self.port}/healthz",
+                *self.extra,
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        wait_for(self._live, timeout, "operator liveness endpoint")
+        return self
+
+    def _live(self) -> bool:
+        if self.proc is None or self.proc.poll() is not None:
+            raise AssertionError(f"operator exited early; log:\n{self.log_tail()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill9(self) -> None:
+        """Crash it: SIGKILL, no chance to clean up (as a node failure would)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self, timeout: float = 20.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def write_counts(cluster: ClusterHandle) -> dict[str, float]:
+    """Mutating requests the API server has served, per resource, from its own metrics."""
+    text = cluster.kubectl("get", "--raw", "/metrics").stdout
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels, _, value = line.rpartition(" ")
+        fields = dict(
+            part.split("=", 1)
+            for part in labels[len("apiserver_request_total{") : -1].split(",")
+            if "=" in part
+        )
+        verb = fields.get("verb", "").strip('"')
+        if verb not in ("POST", "PUT", "PATCH", "DELETE", "APPLY"):
+            continue
+        key = f"{fields.get('resource', '')}/{fields.get('subresource', '')}"
+        counts[key] = counts.get(key, 0.0) + float(value)
+    return counts
+
+
+def settle(seconds: float) -> None:
+    """A bounded pause for asynchronous effects that have no event to wait for."""
+    time.sleep(seconds)
