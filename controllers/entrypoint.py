@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     asyncio.run(
         kopf.operator(
             clusterwide=not args.namespace,
-            namespaces=args.namespace or None,
+            namespaces=args.namespace,
             liveness_endpoint=args.liveness or None,
             standalone=not args.peering,
             peering_name=args.peering or None,

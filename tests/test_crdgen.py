@@ -62,9 +62,10 @@ def test_printer_columns_and_names() -> None:
     assert yaml.safe_load(crdgen.render_all()[f"{crd['metadata']['name']}.yaml"]) == crd
 
 
-def test_nested_objects_default_to_empty_so_cel_can_read_them() -> None:
+def test_nested_objects_default_in_full_so_cel_can_read_them() -> None:
     spec = crdgen.inference_service_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"][
         "properties"
     ]["spec"]
-    for name in ("batching", "scaling", "triton"):
-        assert spec["properties"][name]["default"] == {}
+    assert spec["properties"]["scaling"]["default"]["minReplicas"] == 1
+    assert spec["properties"]["batching"]["default"]["maxQueueDelay"] == "0ms"
+    assert spec["properties"]["triton"]["default"]["resources"] == {"cpu": "2", "memory": "8Gi"}

@@ -80,10 +80,6 @@ def _structural(node: JSON, path: str) -> JSON:
         out["additionalProperties"] = _structural(out["additionalProperties"], f"{path}[*]")
     if out.get("type") == "array" and isinstance(out.get("items"), dict):
         out["items"] = _structural(out["items"], f"{path}[]")
-    # Defaults of nested objects are applied by pydantic; the API server would need them
-    # spelled out completely, so only scalar and list defaults go into the schema.
-    if isinstance(out.get("default"), dict) and out["default"]:
-        out.pop("default")
     return out
 
 

@@ -61,9 +61,11 @@ PRECISIONS_BY_FORMAT: dict[str, tuple[str, ...]] = {
 MIN_COMPUTE_CAPABILITY: dict[str, float] = {"bf16": 8.0, "fp8": 8.9}
 
 
-# Nested objects default to {} in the schema so the API server fills in their own
-# defaults and CEL rules can rely on the fields being present.
-_OBJECT_DEFAULT: JsonDict = {"default": {}}
+
+def _default_of(model: type[BaseModel]) -> JsonDict:
+    """Schema default of a nested object: its complete default value, so the API server
+    stores every field and CEL rules never meet a missing key."""
+    return {"default": model().model_dump(mode="json", by_alias=True, exclude_none=True)}
 
 
 def _cel(rule: str, message: str, field_path: str | None = None) -> JsonDict:
@@ -437,7 +439,7 @@ class TritonSpec(_Model):
     resources: ResourceAmounts = Field(
         default_factory=ResourceAmounts,
         description="CPU and memory per pod.",
-        json_schema_extra=_OBJECT_DEFAULT,
+        json_schema_extra=_default_of(ResourceAmounts),
     )
     response_cache: bool = Field(
         default=False, description="Enable Triton's response cache for this model."
@@ -461,7 +463,7 @@ class TritonSpec(_Model):
     pod: PodOverrides = Field(
         default_factory=PodOverrides,
         description="Pod-level overrides.",
-        json_schema_extra=_OBJECT_DEFAULT,
+        json_schema_extra=_default_of(PodOverrides),
     )
 
 
@@ -515,14 +517,14 @@ class InferenceServiceSpec(_Model):
     batching: BatchingSpec = Field(
         default_factory=BatchingSpec,
         description="Triton dynamic batching and queue policy.",
-        json_schema_extra=_OBJECT_DEFAULT,
+        json_schema_extra=_default_of(BatchingSpec),
     )
     slo: SLOSpec = Field(description="The latency objective the autoscaler keeps.")
     accelerators: AcceleratorsSpec = Field(description="Which GPU kinds may serve.")
     scaling: ScalingSpec = Field(
         default_factory=ScalingSpec,
         description="Replica bounds, warm pool and autoscaler.",
-        json_schema_extra=_OBJECT_DEFAULT,
+        json_schema_extra=_default_of(ScalingSpec),
     )
     tier: Tier = Field(
         default="interactive",
@@ -532,7 +534,7 @@ class InferenceServiceSpec(_Model):
     triton: TritonSpec = Field(
         default_factory=TritonSpec,
         description="The Triton server and its pods.",
-        json_schema_extra=_OBJECT_DEFAULT,
+        json_schema_extra=_default_of(TritonSpec),
     )
 
     @model_validator(mode="after")
