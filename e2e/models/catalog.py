@@ -1,0 +1,90 @@
+"""The demo model catalogue (``catalog.yaml``) and the ``demo://`` storage scheme.
+
+``demo://sleeper`` names the folder ``e2e/models/sleeper``; its ``model.py`` goes into the version
+directory ``1/`` of a Triton model repository.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CATALOG_DIR = Path(__file__).resolve().parent
+CATALOG_FILE = CATALOG_DIR / "catalog.yaml"
+DEMO_SCHEME = "demo://"
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input or output of a catalogue model (as in config.pbtxt)."""
+
+    name: str
+    data_type: str
+    dims: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CatalogModel:
+    """A catalogue entry: where its files live and what its signature is."""
+
+    name: str
+    uri: str
+    directory: Path
+    backend: str
+    max_batch_size: int
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    parameters: dict[str, str] = field(default_factory=dict)
+    description: str = ""
+
+    @property
+    def model_file(self) -> Path:
+        """The backend file to place under the version directory (model.py for python)."""
+        return self.directory / "model.py"
+
+    @property
+    def reference_config(self) -> Path:
+        return self.directory / "config.pbtxt"
+
+
+def _tensors(raw: list[dict[str, Any]]) -> tuple[TensorSpec, ...]:
+    return tuple(
+        TensorSpec(str(t["name"]), str(t["data_type"]), tuple(int(d) for d in t["dims"]))
+        for t in raw
+    )
+
+
+def load_catalog(path: Path = CATALOG_FILE) -> dict[str, CatalogModel]:
+    """Parses catalog.yaml into ``{name: CatalogModel}``; raises ValueError on a bad entry."""
+    data = yaml.safe_load(path.read_text()) or {}
+    models: dict[str, CatalogModel] = {}
+    for entry in data.get("models", []):
+        directory = (path.parent / str(entry["path"])).resolve()
+        if not directory.is_dir():
+            raise ValueError(f"catalogue model {entry['name']!r}: missing folder {directory}")
+        models[str(entry["name"])] = CatalogModel(
+            name=str(entry["name"]),
+            uri=str(entry["uri"]),
+            directory=directory,
+            backend=str(entry["backend"]),
+            max_batch_size=int(entry.get("max_batch_size", 0)),
+            inputs=_tensors(entry.get("inputs", [])),
+            outputs=_tensors(entry.get("outputs", [])),
+            parameters={str(k): str(v) for k, v in (entry.get("parameters") or {}).items()},
+            description=str(entry.get("description", "")).strip(),
+        )
+    return models
+
+
+def resolve_demo_uri(uri: str) -> CatalogModel:
+    """Maps ``demo://<name>`` to its catalogue entry; raises KeyError for unknown names."""
+    if not uri.startswith(DEMO_SCHEME):
+        raise ValueError(f"not a demo:// URI: {uri!r}")
+    name = uri[len(DEMO_SCHEME) :].strip("/")
+    catalog = load_catalog()
+    if name not in catalog:
+        raise KeyError(f"unknown demo model {name!r}; catalogue has {sorted(catalog)}")
+    return catalog[name]

@@ -1,0 +1,118 @@
+"""A real Prometheus scraping a real Triton through file_sd targets."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from prometheus_api_client import PrometheusConnect
+
+from e2e.models import sleeper_config
+from e2e.prometheus import (
+    PrometheusServer,
+    build_config,
+    check_config,
+    prometheus_available,
+    targets_document,
+)
+from e2e.triton import TritonServer, triton_available, write_model
+from e2e.triton.process import pid_alive
+
+needs_prometheus = pytest.mark.skipif(
+    not prometheus_available(), reason="prometheus not installed (apt-get install prometheus)"
+)
+
+
+def test_targets_document_accepts_loopback_with_labels() -> None:
+    doc = targets_document(
+        [{"address": "127.0.0.1:9000", "labels": {"namespace": "ns", "pod": "p-0"}}]
+    )
+    assert doc == [{"targets": ["127.0.0.1:9000"], "labels": {"namespace": "ns", "pod": "p-0"}}]
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        {"address": "10.0.0.1:8002"},
+        {"address": "example.com:8002"},
+        {"address": "127.0.0.1"},
+        {"address": "127.0.0.1:8002", "labels": {"bad-label": "x"}},
+        {"address": "127.0.0.1:8002", "labels": {"__reserved": "x"}},
+    ],
+)
+def test_targets_document_rejects_bad_targets(target: dict[str, object]) -> None:
+    with pytest.raises(ValueError):
+        targets_document([target])
+
+
+@pytest.mark.prometheus
+@needs_prometheus
+def test_generated_config_passes_promtool(tmp_path: Path) -> None:
+    import yaml
+
+    good = tmp_path / "good.yml"
+    good.write_text(yaml.safe_dump(build_config(tmp_path / "targets.json")))
+    result = check_config(good)
+    assert result.ok, result.output
+    # The check is real: a broken interval is refused.
+    bad = tmp_path / "bad.yml"
+    bad.write_text(good.read_text().replace("1000ms", "soon"))
+    assert not check_config(bad).ok
+
+
+@pytest.fixture(scope="module")
+def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
+    if not triton_available():
+        pytest.skip("nvidia-pytriton wheel not installed")
+    repo = tmp_path_factory.mktemp("repo")
+    write_model(repo, "sleeper", sleeper_config())
+    with TritonServer(repo) as server:
+        yield server
+
+
+@pytest.mark.prometheus
+@pytest.mark.triton
+@needs_prometheus
+def test_scrapes_triton_with_pod_labels_and_forgets_removed_target(triton: TritonServer) -> None:
+    client = grpcclient.InferenceServerClient(triton.grpc_url)
+    item = grpcclient.InferInput("INPUT", [1, 4], "FP32")
+    item.set_data_from_numpy(np.ones((1, 4), dtype=np.float32))
+    for _ in range(4):
+        client.infer("sleeper", [item])
+    client.close()
+
+    prometheus = PrometheusServer(scrape_interval_s=1.0).start()
+    workdir, pid = prometheus.workdir, prometheus.pid
+    try:
+        assert check_config(prometheus.config_path).ok
+        prometheus.set_targets(
+            [
+                {
+                    "address": triton.metrics_address,
+                    "labels": {"namespace": "team-a", "pod": "sleeper-0", "service": "sleeper"},
+                }
+            ]
+        )
+        query = 'nv_inference_request_success{model="sleeper", namespace="team-a"}'
+        prometheus.wait_for(query, lambda r: bool(r) and float(r[0]["value"][1]) >= 4, timeout=30)
+
+        api = PrometheusConnect(url=prometheus.url, disable_ssl=True)
+        series = api.custom_query(query)
+        assert len(series) == 1
+        labels = series[0]["metric"]
+        assert labels["pod"] == "sleeper-0" and labels["service"] == "sleeper"
+        assert labels["job"] == "triton" and labels["instance"] == triton.metrics_address
+        pending = api.custom_query("sum by (pod) (nv_inference_pending_request_count)")
+        assert pending and pending[0]["metric"] == {"pod": "sleeper-0"}
+
+        prometheus.set_targets([])
+        # Removing a target writes staleness markers: the series disappears from queries.
+        prometheus.wait_for('up{job="triton"}', lambda r: r == [], timeout=30)
+        assert prometheus.active_targets() == []
+    finally:
+        prometheus.stop()
+    assert workdir is not None and not workdir.exists()
+    assert not pid_alive(pid)
