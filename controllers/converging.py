@@ -60,6 +60,7 @@ class ClusterView:
     gpu_pods: list[PodRequest]
     pods: list[PodState]
     children: Mapping[tuple[str, str], Obj] = field(default_factory=dict)
+    extra_pod_labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -165,7 +166,11 @@ def _converge(body: Obj, view: ClusterView) -> Outcome:
         desired=wanted_total, order=order, now=pools_now, capacity=capacity, gpus_per_pod=per_pod
     )
     pools = {c: PoolPlan(replicas=plan.replicas[c], surge=plan.surge[c]) for c in order}
-    children = render_children(RenderInput(service=svc, classes=classes, pools=pools))
+    children = render_children(
+        RenderInput(
+            service=svc, classes=classes, pools=pools, extra_pod_labels=view.extra_pod_labels
+        )
+    )
     applied = 0
     for child in children:
         live = view.children.get((child["kind"], child["metadata"]["name"]))

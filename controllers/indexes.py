@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import kopf
@@ -60,6 +61,12 @@ def _gpu_requests(spec: kopf.Spec) -> dict[str, int]:
     return total
 
 
+def _epoch(stamp: str | None) -> float:
+    if not stamp:
+        return 0.0
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
 def _active(status: kopf.Status) -> bool:
     return status.get("phase") not in ("Succeeded", "Failed")
 
@@ -109,5 +116,6 @@ def service_pods(
         node=spec.get("nodeName"),
         unschedulable=unschedulable,
         deletion_cost=annotations.get(DELETION_COST),
+        created=_epoch(meta.get("creationTimestamp")),
     )
     return {(namespace, labels[LABEL_SERVICE]): state}

@@ -8,6 +8,7 @@ timer that catches anything missed (it writes nothing when nothing changed).
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import kopf
@@ -20,6 +21,14 @@ log = logging.getLogger(__name__)
 ISVC = (GROUP, VERSION, "inferenceservices")
 MANAGED = {"app.kubernetes.io/managed-by": "gpuserve"}
 RESYNC_SECONDS = 30.0
+EXTRA_POD_LABELS_ENV = "GPUSERVE_EXTRA_POD_LABELS"
+
+
+def extra_pod_labels() -> dict[str, str]:
+    """`k=v,k2=v2` from the environment (the chart's `podLabels` value sets it)."""
+    raw = os.environ.get(EXTRA_POD_LABELS_ENV, "")
+    pairs = (item.partition("=") for item in raw.split(",") if item.strip())
+    return {k.strip(): v.strip() for k, _, v in pairs if k.strip()}
 
 
 @kopf.index(*ISVC)
@@ -65,7 +74,7 @@ def child_pdbs(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -
 _CHILD_INDEXES = ("child_configmaps", "child_deployments", "child_services", "child_pdbs")
 
 
-def _view(key: tuple[str, str], kw: dict[str, Any]) -> ClusterView:
+def view_of(key: tuple[str, str], kw: dict[str, Any]) -> ClusterView:
     children: dict[tuple[str, str], dict[str, Any]] = {}
     for index_name in _CHILD_INDEXES:
         for obj in kw[index_name].get(key, []):
@@ -80,13 +89,14 @@ def _view(key: tuple[str, str], kw: dict[str, Any]) -> ClusterView:
         gpu_pods=[p for store in kw["gpu_pods"].values() for p in store],
         pods=list(kw["service_pods"].get(key, [])),
         children=children,
+        extra_pod_labels=extra_pod_labels(),
     )
 
 
 def reconcile(body: dict[str, Any], kw: dict[str, Any]) -> None:
     meta = body["metadata"]
     key = (meta["namespace"], meta["name"])
-    outcome = converge(body, _view(key, kw))
+    outcome = converge(body, view_of(key, kw))
     post_events(body, outcome)
 
 

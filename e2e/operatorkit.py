@@ -38,15 +38,27 @@ def install_classes(cluster: ClusterHandle, path: Path = EXAMPLE_CLASSES) -> Non
 class OperatorProcess:
     """The operator as a child process: `python -m controllers.entrypoint`."""
 
-    def __init__(self, cluster: ClusterHandle, log_path: Path, *extra: str) -> None:
+    def __init__(
+        self,
+        cluster: ClusterHandle,
+        log_path: Path,
+        *extra: str,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.cluster = cluster
         self.log_path = log_path
         self.extra = extra
+        self.env = env or {}
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 60.0) -> OperatorProcess:
-        env = dict(os.environ, KUBECONFIG=str(self.cluster.kubeconfig), PYTHONUNBUFFERED="1")
+        env = dict(
+            os.environ,
+            KUBECONFIG=str(self.cluster.kubeconfig),
+            PYTHONUNBUFFERED="1",
+            **self.env,
+        )
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             [

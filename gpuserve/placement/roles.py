@@ -25,6 +25,7 @@ class PodState:
     node: str | None = None
     unschedulable: str | None = None
     deletion_cost: str | None = None
+    created: float = 0.0  # epoch seconds, for start-up ages
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,9 @@ class RenderInput:
     service: InferenceService
     classes: Mapping[str, AcceleratorClassSpec]
     pools: Mapping[str, PoolPlan] = field(default_factory=dict)
+    # Operator-wide pod labels (e.g. for a service mesh, or the local harness's readiness
+    # hook); they never override gpuserve's own labels.
+    extra_pod_labels: Mapping[str, str] = field(default_factory=dict)
 
 
 def _owner(service: InferenceService) -> Obj:
@@ -149,14 +152,23 @@ def _container(service: InferenceService, accel: AcceleratorClassSpec) -> Obj:
 
 
 def deployment(
-    service: InferenceService, class_name: str, accel: AcceleratorClassSpec, plan: PoolPlan
+    service: InferenceService,
+    class_name: str,
+    accel: AcceleratorClassSpec,
+    plan: PoolPlan,
+    extra_pod_labels: Mapping[str, str] | None = None,
 ) -> Obj:
     spec = service.spec
     name = service.metadata.name
     selector = {LABEL_SERVICE: name, LABEL_CLASS: class_name}
     # New pods start out of the Service; the operator promotes them once their model is
     # loaded, so warm-pool standby and cold start share one path.
-    pod_labels = common_labels(name) | selector | {LABEL_ROLE: ROLE_WARM}
+    pod_labels = (
+        dict(sorted((extra_pod_labels or {}).items()))
+        | common_labels(name)
+        | selector
+        | {LABEL_ROLE: ROLE_WARM}
+    )
     storage = model_volumes(spec, name)
     pod_spec: Obj = {
         "priorityClassName": priority_class_name(spec.tier),
@@ -248,7 +260,7 @@ def render_children(inp: RenderInput) -> list[Obj]:
         if accel is None:
             continue
         plan = inp.pools.get(class_name, PoolPlan(replicas=0))
-        children.append(deployment(svc, class_name, accel, plan))
+        children.append(deployment(svc, class_name, accel, plan, inp.extra_pod_labels))
     children.append(service_object(svc))
     children.append(disruption_budget(svc))
     return children
