@@ -61,7 +61,6 @@ PRECISIONS_BY_FORMAT: dict[str, tuple[str, ...]] = {
 MIN_COMPUTE_CAPABILITY: dict[str, float] = {"bf16": 8.0, "fp8": 8.9}
 
 
-
 def _default_of(model: type[BaseModel]) -> JsonDict:
     """Schema default of a nested object: its complete default value, so the API server
     stores every field and CEL rules never meet a missing key."""
