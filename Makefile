@@ -34,7 +34,7 @@ crds-check: setup
 unit: setup
 	$(PY) -m pytest -q tests -m "not cluster"
 
-test: setup lint imports typecheck crds-check
+test: setup lint imports typecheck crds-check cluster-build
 	$(PY) -m pytest -q -ra
 
 cluster-build: setup
@@ -45,6 +45,10 @@ cluster-down: setup
 	$(PY) -m e2e.cluster down
 cluster-status: setup
 	$(PY) -m e2e.cluster status
+
+bench: setup cluster-build
+	$(PY) bench/cluster_startup.py --runs 3
+	$(PY) bench/triton_batching.py
 
 demo: setup
 	$(PY) -m cli.main demo
