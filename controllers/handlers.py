@@ -1,5 +1,5 @@
 """Importing this module registers every kopf handler of the operator."""
 
-from controllers import acceleratorclass, indexes, inferenceservice, startup
+from controllers import acceleratorclass, autoscaler, indexes, inferenceservice, startup
 
-__all__ = ["acceleratorclass", "indexes", "inferenceservice", "startup"]
+__all__ = ["acceleratorclass", "autoscaler", "indexes", "inferenceservice", "startup"]

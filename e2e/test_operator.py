@@ -225,6 +225,8 @@ def test_steady_state_sends_no_writes(
 ) -> None:
     apply(cluster, valid_service("quiet"), namespace)
     wait_condition(cluster, namespace, "quiet", "Ready", "True", timeout=90)
+    # The autoscaler's first evaluation records its verdict (here: no Prometheus, hold).
+    wait_condition(cluster, namespace, "quiet", "MetricsAvailable", "False", timeout=60)
     settle(5)  # let promotions, events and status land
     before = write_counts(cluster)
     # The resync timer reconciles every service at least once in this window.

@@ -1,0 +1,59 @@
+"""The policy's configuration derived from an InferenceService spec.
+
+Service-time priors come from the model's parameters when it states them (the demo
+catalogue's `exec_time_ms` / `per_item_ms`), else from conservative defaults; the policy
+corrects them with the compute time Triton measures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gpuserve.api.durations import parse_duration
+from gpuserve.api.models import AcceleratorClassSpec, InferenceServiceSpec
+from gpuserve.autoscaling.config import PolicyConfig, ServiceProfile
+
+DEFAULT_TIME_PER_BATCH_S = 0.005
+DEFAULT_TIME_PER_ITEM_S = 0.0002
+
+
+def _ms_param(params: Mapping[str, str], key: str, default_s: float) -> float:
+    try:
+        return float(params[key]) / 1e3
+    except (KeyError, ValueError):
+        return default_s
+
+
+def service_profile(spec: InferenceServiceSpec) -> ServiceProfile:
+    params = spec.model.parameters
+    batching = spec.batching
+    return ServiceProfile(
+        time_per_batch=_ms_param(params, "exec_time_ms", DEFAULT_TIME_PER_BATCH_S),
+        time_per_item=_ms_param(params, "per_item_ms", DEFAULT_TIME_PER_ITEM_S),
+        max_batch_size=batching.max_batch_size,
+        max_queue_delay=parse_duration(batching.max_queue_delay),
+        instances=spec.triton.instance_count,
+        dynamic_batching=batching.max_batch_size > 0,
+        preferred_batch_sizes=tuple(batching.preferred_batch_sizes),
+    )
+
+
+def policy_config_from_spec(
+    spec: InferenceServiceSpec, classes: Mapping[str, AcceleratorClassSpec] | None = None
+) -> PolicyConfig:
+    """``classes`` is accepted for symmetry with placement; per-class speed reaches the
+    policy through the pool state."""
+    scaling = spec.scaling
+    stable = parse_duration(scaling.stable_window)
+    panic = min(parse_duration(scaling.panic_window), stable)
+    return PolicyConfig(
+        profile=service_profile(spec),
+        slo_latency=spec.slo.latency_s,
+        slo_quantile=spec.slo.percentile / 100.0,
+        min_replicas=scaling.min_replicas,
+        max_replicas=scaling.max_replicas,
+        stable_window=stable,
+        panic_window=panic,
+        scale_down_window=parse_duration(scaling.scale_down_stabilization),
+        target_queue_depth=scaling.target_queue_depth,
+    )
