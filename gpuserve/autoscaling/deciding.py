@@ -1,0 +1,549 @@
+"""The autoscaling policy: (config, metric history, pools, now, memory) -> Decision.
+
+Pure and deterministic: no clock, no I/O. The operator's autoscaler controller and the
+simulator call it the same way, every evaluation interval, and store the returned memory
+for the next call. See docs/autoscaling.md for the model and the rules.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpuserve.autoscaling.capacity import CapacityEstimate, replica_capacity
+from gpuserve.autoscaling.config import PolicyConfig
+from gpuserve.autoscaling.decision import ClassAction, Decision, Mode, PolicyMemory
+from gpuserve.autoscaling.metrics import MetricHistory, MetricSample, latest_of, mean_of
+from gpuserve.autoscaling.pools import PoolState
+
+# A sample stamped exactly at `now` belongs to the current evaluation.
+_EPS = 1e-9
+# Bounds of the measured/assumed service-time ratio: a wild measurement (warm-up, a
+# stalled pod) must not make the model promise 10x the capacity.
+_SCALE_BOUNDS = (0.5, 4.0)
+
+
+@dataclass(frozen=True, slots=True)
+class _Demand:
+    stable: float  # mean over the stable window
+    panic: float  # mean over the panic window
+    slope: float  # req/s per second over the stable window, 0 unless significant
+    fitted: float  # the trend's value now (= stable without a significant trend)
+    items_per_request: float
+
+
+def decide(
+    *,
+    config: PolicyConfig,
+    history: MetricHistory,
+    pools: PoolState,
+    now: float,
+    memory: PolicyMemory,
+) -> Decision:
+    """Decide how many serving pods the service needs now, and how to get there."""
+    committed = pools.committed
+    latest = history.latest
+    if latest is None:
+        return _hold(config, pools, memory, "no metrics yet")
+    age = now - latest.at
+    if age > config.max_sample_age:
+        return _hold(
+            config,
+            pools,
+            memory,
+            f"metrics stale: newest sample is {age:.0f}s old (limit {config.max_sample_age:.0f}s)",
+        )
+    stable = history.between(now - config.stable_window - _EPS, now + _EPS)
+    recent = history.between(now - config.panic_window - _EPS, now + _EPS) or (latest,)
+    demand = _demand(config, stable, recent, now)
+    queue_depth = latest_of(recent, "queue_depth")
+    scale = _service_scale(config, stable, pools)
+    caps = {
+        pool.name: replica_capacity(
+            profile=config.profile,
+            slo_latency=config.slo_latency,
+            quantile=config.plan_quantile,
+            items_per_request=demand.items_per_request if demand else config.items_per_request,
+            speed=pool.speed,
+            service_scale=scale,
+            overhead=config.latency_overhead,
+        )
+        for pool in pools.classes
+    }
+    reference = _reference_capacity(caps, pools)
+    signals: dict[str, float] = {
+        "committed": float(committed),
+        "servingReady": float(pools.serving_ready),
+        "warmReady": float(pools.warm_ready),
+        "capacityPerReplica": reference.rate,
+        "batchItems": reference.batch_items,
+        "queueBudget": reference.queue_budget,
+        "serviceScale": scale,
+    }
+    if queue_depth is not None:
+        signals["queueDepth"] = queue_depth
+    # Queued requests sit in the queues of the pods that have them: new pods cannot drain
+    # them, so the queue only argues for more pods once earlier ones have started.
+    need_queue = _replicas_for_queue(queue_depth, reference) if pools.starting == 0 else 0
+
+    if demand is None:
+        # Partial evidence may scale up (a deep queue is unambiguous), never down.
+        if need_queue > committed:
+            target = _clamp(config, min(need_queue, _scale_up_limit(config, committed)))
+            return _finish(
+                config=config,
+                pools=pools,
+                memory=memory,
+                now=now,
+                mode="panic",
+                target=target,
+                panic_until=now + config.panic_hold,
+                reason=f"request rates missing; queue depth {queue_depth:.0f} needs "
+                f"{need_queue} replicas to drain within the queue budget",
+                signals=signals,
+            )
+        return _hold(config, pools, memory, "request rates missing or NaN", signals)
+
+    signals.update(
+        demandStable=demand.stable,
+        demandPanic=demand.panic,
+        demandSlope=demand.slope,
+        itemsPerRequest=demand.items_per_request,
+    )
+    ready_capacity = sum(p.serving_ready * caps[p.name].rate for p in pools.classes)
+    signals["readyCapacity"] = ready_capacity
+    pressure = _latency_pressure(config, recent, reference, memory, pools, now)
+    signals["latencyPressure"] = pressure
+    bursting = demand.panic > config.panic_threshold * ready_capacity and demand.panic > 0
+    panic_trigger = bursting or pressure > 1.0
+    panic_until = now + config.panic_hold if panic_trigger else memory.panic_until
+    panicking = panic_until is not None and now < panic_until
+
+    level = max(demand.stable, demand.fitted) if config.lookahead else demand.stable
+    rate_now = max(level, demand.panic) if panicking else level
+    horizon = _startup_horizon(config, pools)
+    slope = max(0.0, demand.slope)
+    if panicking and demand.panic > demand.stable:
+        # A burst outruns the stable trend: the short window leads the long one by about
+        # half their difference in length, which gives a fast slope to project.
+        lead = max(1.0, (config.stable_window - config.panic_window) / 2.0)
+        slope = max(slope, (demand.panic - demand.stable) / lead)
+    # Growth expected before a pod started now is ready, capped at doubling.
+    growth = min(slope * horizon, rate_now) if config.lookahead else 0.0
+    rate_ahead = rate_now + growth
+    signals["projectedSlope"] = slope
+    need_now = _replicas_for_rate(rate_now, caps, pools)
+    need_ahead = _replicas_for_rate(rate_ahead, caps, pools) - pools.warm_ready
+    # Measured latency over budget: grow by the overshoot (at most 1.5x per round), once
+    # the pods of the previous round are ready (pressure is 0 while any are starting).
+    need_latency = (
+        max(pools.serving_ready + 1, math.ceil(pools.serving_ready * min(pressure, 1.5)))
+        if pressure > 1.0
+        else 0
+    )
+    if config.target_queue_depth is not None:
+        # An explicit per-pod queue target replaces the SLO-derived rate target.
+        depth = mean_of(stable, "queue_depth") or 0.0
+        need_now = math.ceil(depth / config.target_queue_depth)
+        need_ahead = need_latency = 0
+    signals.update(
+        rateAhead=rate_ahead,
+        startupHorizon=horizon,
+        needNow=float(need_now),
+        needAhead=float(need_ahead),
+        needQueue=float(need_queue),
+        needLatency=float(need_latency),
+    )
+    # What the evidence needs now; the lookahead adds a speculative part on top which is
+    # kept out of the stabilisation window, so pods bought for a trend that faded can go
+    # as soon as the trend does instead of a whole window later.
+    evident = _clamp(config, max(need_now, need_queue, need_latency))
+    raw = _clamp(config, max(evident, need_ahead))
+    # Keep a full window of recommendations; judge scale-down over the window that fits
+    # how fast a wrong cut can be undone (warm promotion or cold start).
+    window = [
+        (t, n) for t, n in memory.recommendations if t > now - config.scale_down_window + _EPS
+    ]
+    window.append((now, evident))
+    down_window = config.scale_down_window
+    if pools.warm_ready >= committed - raw:
+        down_window = min(down_window, config.warm_scale_down_window)
+    since = memory.since if memory.since is not None else now
+    stabilised = max(n for t, n in window if t > now - down_window + _EPS or t == now)
+    stabilised = max(stabilised, raw)
+    if now - since < down_window:
+        stabilised = max(stabilised, committed)  # not a whole window observed yet
+    signals["scaleDownWindow"] = down_window
+    signals["recommendation"] = float(raw)
+    signals["stabilised"] = float(stabilised)
+
+    why = _explain_target(
+        config=config,
+        demand=demand,
+        reference=reference,
+        rate_now=rate_now,
+        need_now=need_now,
+        need_ahead=need_ahead,
+        need_queue=need_queue,
+        need_latency=need_latency,
+        pressure=pressure,
+        horizon=horizon,
+        panicking=panicking,
+        bursting=bursting,
+    )
+    if raw >= committed:
+        target = min(raw, _scale_up_limit(config, committed))
+        if target < raw:
+            why += f"; scale-up limited to {target} this step"
+    elif panicking:
+        target = committed
+        why += "; no scale-down while panicking"
+    else:
+        target = max(stabilised, committed - _scale_down_limit(config, committed))
+        if stabilised > raw:
+            why += (
+                f"; scale-down held at {stabilised} (highest recommendation over "
+                f"{down_window:.0f}s)"
+            )
+        elif target > raw:
+            why += f"; scale-down limited to {committed - target} pods this step"
+    return _finish(
+        config=config,
+        pools=pools,
+        memory=PolicyMemory(
+            recommendations=tuple(window),
+            since=since,
+            last_scale_up=memory.last_scale_up,
+            last_scale_down=memory.last_scale_down,
+            panic_until=memory.panic_until,
+        ),
+        now=now,
+        mode="panic" if panicking else "steady",
+        target=_clamp(config, target),
+        panic_until=panic_until,
+        reason=why,
+        signals=signals,
+    )
+
+
+# --------------------------------------------------------------------------- signals
+
+
+def _demand(
+    config: PolicyConfig,
+    stable: Sequence[MetricSample],
+    recent: Sequence[MetricSample],
+    now: float,
+) -> _Demand | None:
+    points = [(s.at, d) for s in stable if (d := s.demand) is not None]
+    if not points:
+        return None
+    stable_rate = sum(d for _, d in points) / len(points)
+    recent_points = [d for s in recent if (d := s.demand) is not None]
+    panic_rate = sum(recent_points) / len(recent_points) if recent_points else stable_rate
+    items = [v for s in stable if (v := s.items_per_request) is not None]
+    slope = _slope(points, config.rate_window)
+    # The mean describes the middle of the window; a trend is extrapolated from there.
+    centre = sum(t for t, _ in points) / len(points)
+    return _Demand(
+        stable=stable_rate,
+        panic=panic_rate,
+        slope=slope,
+        fitted=max(0.0, stable_rate + slope * (now - centre)),
+        items_per_request=sum(items) / len(items) if items else config.items_per_request,
+    )
+
+
+def _slope(points: Sequence[tuple[float, float]], rate_window: float) -> float:
+    """Least-squares slope of demand, or 0 unless it is significant.
+
+    A trend is extrapolated over a whole start-up time, so noise would buy pods: only a
+    slope larger than twice its standard error counts. Rates over overlapping windows are
+    correlated, so the error is inflated by sqrt(rate_window / sample spacing).
+    """
+    n = len(points)
+    if n < 4:
+        return 0.0
+    mean_t = sum(t for t, _ in points) / n
+    mean_d = sum(d for _, d in points) / n
+    var = sum((t - mean_t) ** 2 for t, _ in points)
+    if var <= 0.0:
+        return 0.0
+    slope = sum((t - mean_t) * (d - mean_d) for t, d in points) / var
+    residual = sum((d - mean_d - slope * (t - mean_t)) ** 2 for t, d in points)
+    spacing = (points[-1][0] - points[0][0]) / (n - 1)
+    overlap = max(1.0, rate_window / spacing) if spacing > 0 else 1.0
+    stderr = math.sqrt(residual / (n - 2) / var * overlap)
+    return slope if abs(slope) > 2.0 * stderr else 0.0
+
+
+def _service_scale(config: PolicyConfig, stable: Sequence[MetricSample], pools: PoolState) -> float:
+    """Measured / assumed execution time, only when the measurement contradicts the profile.
+
+    Triton adds a batch's compute time to every request in it, so the per-request average
+    weighs big batches more: it lies between S(mean batch) and S(max batch) for a correct
+    profile. Only a measurement outside that band (with 10% slack) rescales the model.
+    """
+    compute = mean_of(stable, "avg_compute_time")
+    batches = [b for s in stable if (b := s.avg_batch_size) is not None]
+    if compute is None or not batches or compute <= 0.0:
+        return 1.0
+    ready = [(p.serving_ready, p.speed) for p in pools.classes if p.serving_ready > 0]
+    speed = sum(n * s for n, s in ready) / sum(n for n, _ in ready) if ready else 1.0
+    profile = config.profile
+    mean_batch = sum(batches) / len(batches)
+    top = max(mean_batch, float(profile.max_batch_size)) if profile.batching else mean_batch
+    low = profile.execution_time(mean_batch, speed)
+    high = profile.execution_time(top, speed)
+    lo_bound, hi_bound = _SCALE_BOUNDS
+    if compute < 0.9 * low:
+        return max(lo_bound, compute / low)
+    if compute > 1.1 * high:
+        return min(hi_bound, compute / high)
+    return 1.0
+
+
+def _reference_capacity(caps: dict[str, CapacityEstimate], pools: PoolState) -> CapacityEstimate:
+    """The capacity of the class new pods would go to first (the most preferred)."""
+    for pool in pools.classes:
+        if pool.free_capacity is None or pool.free_capacity > 0 or pool.committed > 0:
+            return caps[pool.name]
+    return caps[pools.classes[0].name]
+
+
+def _latency_pressure(
+    config: PolicyConfig,
+    recent: Sequence[MetricSample],
+    reference: CapacityEstimate,
+    memory: PolicyMemory,
+    pools: PoolState,
+    now: float,
+) -> float:
+    """How far measured latency exceeds its budget (>1 means the SLO is being eaten).
+
+    Queue time is a rate over a short window and reacts fast; it counts unless pods are
+    still starting (their capacity is already on the way). p95 comes from Triton's sliding
+    summaries, which remember the last minute and lag behind a problem already fixed: it
+    only adds to a queue time that confirms the problem (or stands in when queue time is
+    missing), and only once the last scale-up is older than the stable window.
+    """
+    if pools.starting:
+        return 0.0
+    queue_time = latest_of(recent, "avg_queue_time")
+    queued = None
+    if queue_time is not None and reference.queue_budget > 0:
+        # The budget is for the quantile; the mean queue time should stay well below it.
+        queued = queue_time / (0.5 * reference.queue_budget)
+    p95 = latest_of(recent, "p95_latency")
+    settled = memory.last_scale_up is None or now - memory.last_scale_up > config.stable_window
+    tail = (p95 + config.latency_overhead) / config.slo_latency if p95 is not None else None
+    if queued is None:
+        return tail if tail is not None and settled else 0.0
+    if tail is not None and settled and queued > 1.0:
+        return max(queued, tail)
+    return queued
+
+
+def _startup_horizon(config: PolicyConfig, pools: PoolState) -> float:
+    """Seconds until a pod started now serves: the cold start of the first placeable class."""
+    for pool in pools.classes:
+        if pool.free_capacity is None or pool.free_capacity > 0:
+            return pool.cold_start if pool.cold_start is not None else config.cold_start
+    return config.cold_start
+
+
+# --------------------------------------------------------------------------- sizing
+
+
+def _replicas_for_rate(rate: float, caps: dict[str, CapacityEstimate], pools: PoolState) -> int:
+    """Fewest pods whose SLO capacity covers ``rate``: existing pods first, then new ones
+    in preference order (warm pods count as existing: they are promoted before any start).
+    """
+    if rate <= 0.0:
+        return 0
+    remaining = rate
+    count = 0
+    for pool in pools.classes:
+        cap = caps[pool.name].rate
+        have = pool.committed + pool.warm_ready
+        if cap <= 0.0:
+            continue
+        use = min(have, math.ceil(remaining / cap - 1e-9))
+        count += use
+        remaining -= use * cap
+        if remaining <= 1e-9:
+            return count
+    for pool in pools.classes:
+        cap = caps[pool.name].rate
+        if cap <= 0.0:
+            continue
+        room = pool.free_capacity if pool.free_capacity is not None else 10**9
+        add = min(room, math.ceil(remaining / cap - 1e-9))
+        count += add
+        remaining -= add * cap
+        if remaining <= 1e-9:
+            return count
+    # Nowhere to place enough pods: still ask, in units of the reference capacity.
+    best = max((c.rate for c in caps.values()), default=0.0)
+    return count + (math.ceil(remaining / best) if best > 0 else 1)
+
+
+def _replicas_for_queue(queue_depth: float | None, reference: CapacityEstimate) -> int:
+    """Pods needed to clear the queued requests within one queue-time budget."""
+    if queue_depth is None or queue_depth <= 0 or reference.rate <= 0:
+        return 0
+    per_pod = reference.rate * max(reference.queue_budget, 1e-3)
+    return math.ceil(queue_depth / per_pod - 1e-9)
+
+
+def _clamp(config: PolicyConfig, n: int) -> int:
+    return max(config.min_replicas, min(config.max_replicas, n))
+
+
+def _scale_up_limit(config: PolicyConfig, committed: int) -> int:
+    grown = math.ceil(committed * config.scale_up_max_factor)
+    return max(grown, committed + config.scale_up_min_step)
+
+
+def _scale_down_limit(config: PolicyConfig, committed: int) -> int:
+    return max(1, math.floor(committed * config.scale_down_max_fraction))
+
+
+# --------------------------------------------------------------------------- actions
+
+
+def _allocate(pools: PoolState, delta: int) -> tuple[tuple[ClassAction, ...], int]:
+    """Turn a change in pod count into per-class actions; returns (actions, unplaced)."""
+    actions = {p.name: ClassAction(p.name) for p in pools.classes}
+    if delta > 0:
+        left = delta
+        for pool in pools.classes:  # warm pods first, most preferred class first
+            take = min(left, pool.warm_ready)
+            if take:
+                actions[pool.name] = ClassAction(pool.name, promote_warm=take)
+                left -= take
+        for pool in pools.classes:
+            room = pool.free_capacity if pool.free_capacity is not None else left
+            take = min(left, max(0, room))
+            if take:
+                prev = actions[pool.name]
+                actions[pool.name] = ClassAction(pool.name, prev.promote_warm, take, 0)
+                left -= take
+        unplaced = left
+    else:
+        left = -delta
+        for pool in reversed(pools.classes):  # least preferred class leaves first
+            take = min(left, pool.committed)
+            if take:
+                actions[pool.name] = ClassAction(pool.name, remove=take)
+                left -= take
+        unplaced = 0
+    return tuple(a for a in actions.values() if a.delta or a.remove), unplaced
+
+
+def _finish(
+    *,
+    config: PolicyConfig,
+    pools: PoolState,
+    memory: PolicyMemory,
+    now: float,
+    mode: Mode,
+    target: int,
+    panic_until: float | None,
+    reason: str,
+    signals: dict[str, float],
+) -> Decision:
+    committed = pools.committed
+    actions, unplaced = _allocate(pools, target - committed)
+    desired = committed + sum(a.delta for a in actions)
+    if unplaced:
+        reason += f"; {unplaced} pods could not be placed (no free capacity in any class)"
+    promoted = sum(a.promote_warm for a in actions)
+    if promoted:
+        reason += f"; promoting {promoted} warm pods first"
+    signals["desired"] = float(desired)
+    return Decision(
+        mode=mode,
+        current_replicas=committed,
+        desired_replicas=desired,
+        actions=actions,
+        reason=reason,
+        memory=PolicyMemory(
+            recommendations=memory.recommendations,
+            since=memory.since,
+            last_scale_up=now if desired > committed else memory.last_scale_up,
+            last_scale_down=now if desired < committed else memory.last_scale_down,
+            panic_until=panic_until,
+        ),
+        signals=signals,
+    )
+
+
+def _hold(
+    config: PolicyConfig,
+    pools: PoolState,
+    memory: PolicyMemory,
+    why: str,
+    signals: dict[str, float] | None = None,
+) -> Decision:
+    """Keep the current size (bounds still apply: they come from the spec, not metrics)."""
+    committed = pools.committed
+    target = _clamp(config, committed)
+    reason = f"holding at {committed}: {why}"
+    if target != committed:
+        reason += f"; moving to {target} to respect min/max replicas"
+    actions, unplaced = _allocate(pools, target - committed)
+    if unplaced:
+        reason += f"; {unplaced} pods could not be placed"
+    desired = committed + sum(a.delta for a in actions)
+    return Decision(
+        mode="hold",
+        current_replicas=committed,
+        desired_replicas=desired,
+        actions=actions,
+        reason=reason,
+        memory=memory,
+        signals=dict(signals or {}, committed=float(committed), desired=float(desired)),
+    )
+
+
+def _explain_target(
+    *,
+    config: PolicyConfig,
+    demand: _Demand,
+    reference: CapacityEstimate,
+    rate_now: float,
+    need_now: int,
+    need_ahead: int,
+    need_queue: int,
+    need_latency: int,
+    pressure: float,
+    horizon: float,
+    panicking: bool,
+    bursting: bool,
+) -> str:
+    slo = f"p{config.slo_quantile * 100:.0f} {config.slo_latency * 1000:.0f}ms"
+    if config.target_queue_depth is not None:
+        return (
+            f"queue depth target {config.target_queue_depth}/pod (spec override) "
+            f"needs {need_now} replicas"
+        )
+    parts = [
+        f"demand {rate_now:.1f} req/s "
+        f"({'panic' if panicking else 'stable'} window) needs {need_now} replicas at "
+        f"{reference.rate:.1f} req/s each within {slo} (batch {reference.batch_items:.1f} "
+        f"items, queue budget {reference.queue_budget * 1000:.0f}ms)"
+    ]
+    if bursting:
+        parts.append(f"panic: short-window demand {demand.panic:.1f} req/s exceeds ready capacity")
+    if need_ahead > need_now:
+        parts.append(
+            f"lookahead: +{demand.slope:.2f} req/s per s over {horizon:.0f}s start-up "
+            f"needs {need_ahead}"
+        )
+    if need_queue > max(need_now, need_ahead):
+        parts.append(f"queue depth needs {need_queue} to drain within budget")
+    if need_latency > 0:
+        parts.append(f"measured latency at {pressure:.2f}x its budget needs {need_latency}")
+    return "; ".join(parts)

@@ -1,0 +1,111 @@
+"""What the policy returns and the small memory the caller keeps between calls."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Mode = Literal["hold", "steady", "panic"]
+
+
+@dataclass(frozen=True, slots=True)
+class ClassAction:
+    """Changes to the pods of one AcceleratorClass.
+
+    promote_warm: warm-pool pods to move into the Service (cheap, seconds).
+    start: new pods to create for serving (cold start).
+    remove: serving pods to take out; the caller removes starting pods first.
+    """
+
+    name: str
+    promote_warm: int = 0
+    start: int = 0
+    remove: int = 0
+
+    @property
+    def delta(self) -> int:
+        return self.promote_warm + self.start - self.remove
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyMemory:
+    """State the policy carries between evaluations; the operator keeps it in status.
+
+    recommendations: (time, desired replicas) over the scale-down window.
+    since: time of the first evaluation this memory has seen; until a whole scale-down
+        window has been observed, the current size counts as a recommendation (after an
+        operator restart the policy cannot know what it recommended before).
+    """
+
+    recommendations: tuple[tuple[float, int], ...] = ()
+    since: float | None = None
+    last_scale_up: float | None = None
+    last_scale_down: float | None = None
+    panic_until: float | None = None
+
+    def to_status(self) -> dict[str, Any]:
+        return {
+            "recommendations": [[t, n] for t, n in self.recommendations],
+            "since": self.since,
+            "lastScaleUp": self.last_scale_up,
+            "lastScaleDown": self.last_scale_down,
+            "panicUntil": self.panic_until,
+        }
+
+    @classmethod
+    def from_status(cls, body: dict[str, Any] | None) -> PolicyMemory:
+        """Tolerant of missing or malformed fields: a bad status must not stop scaling."""
+        if not body:
+            return cls()
+        recs: list[tuple[float, int]] = []
+        for entry in body.get("recommendations") or []:
+            try:
+                recs.append((float(entry[0]), int(entry[1])))
+            except (TypeError, ValueError, IndexError):
+                continue
+        return cls(
+            recommendations=tuple(recs),
+            since=_float_or_none(body.get("since")),
+            last_scale_up=_float_or_none(body.get("lastScaleUp")),
+            last_scale_down=_float_or_none(body.get("lastScaleDown")),
+            panic_until=_float_or_none(body.get("panicUntil")),
+        )
+
+
+def _float_or_none(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One evaluation's outcome: what to do, why, and from which signals.
+
+    current_replicas: serving pods ready or starting before the actions.
+    desired_replicas: the same count once the actions are applied.
+    """
+
+    mode: Mode
+    current_replicas: int
+    desired_replicas: int
+    actions: tuple[ClassAction, ...]
+    reason: str
+    memory: PolicyMemory
+    signals: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def delta(self) -> int:
+        return self.desired_replicas - self.current_replicas
+
+    @property
+    def promoted(self) -> int:
+        return sum(a.promote_warm for a in self.actions)
+
+    @property
+    def started(self) -> int:
+        return sum(a.start for a in self.actions)
+
+    @property
+    def removed(self) -> int:
+        return sum(a.remove for a in self.actions)
