@@ -51,4 +51,4 @@ bench: setup cluster-build
 	$(PY) bench/triton_batching.py
 
 demo: setup
-	$(PY) -m cli.main demo
+	$(PY) -m cli.main demo $(DEMO_ARGS)

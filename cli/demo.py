@@ -1,0 +1,491 @@
+"""`gpuserve demo`: the whole product on this machine, under real load.
+
+Brings up the local control plane with simulated GPU pools, a real Prometheus and the
+local Triton runner (a real tritonserver per pod), starts the operator, applies the
+AcceleratorClasses and the demo services, replays a time-compressed slice of the Azure
+production trace against each service, shows a live view, and ends with a summary table
+and a PNG plot. Ctrl-C at any point stops everything the demo started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cli.errors import CLIError
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "azure-llm-conv-2023.csv"
+SERVICES_FILE = REPO / "examples" / "demo" / "services.yaml"
+CLASSES_FILE = REPO / "examples" / "accelerator-classes.yaml"
+NAMESPACE = "gpuserve-demo"
+# Each service gets the trace at its own compression: together ~300 req/s on 2 cores.
+COMPRESSION = {"chat": 30.0, "embed": 15.0, "nightly": 8.0}
+
+
+def step(message: str, started: float) -> None:
+    print(f"==> [{time.monotonic() - started:6.1f}s] {message}", flush=True)
+
+
+@dataclass
+class Sample:
+    t: float
+    serving: int
+    warm: int
+    desired: int
+    rate: float | None
+    p95_ms: float | None
+    queue: float | None
+    reason: str
+
+
+@dataclass
+class Series:
+    slo_ms: float
+    samples: list[Sample] = field(default_factory=list)
+
+
+def _cluster_cli(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "e2e.cluster", command],
+        cwd=REPO,
+        text=True,
+        capture_output=command == "status",
+        timeout=timeout,
+        check=False,
+    )
+
+
+@contextlib.contextmanager
+def local_cluster(started: float, keep: bool) -> Iterator[Path]:
+    """Build (cached) and start the control plane; stop it at the end unless ``keep``."""
+    from e2e.cluster import lifecycle, settings
+
+    state = settings.layout()
+    was_up = lifecycle.is_up(state)
+    step("building or reusing the pinned control-plane binaries", started)
+    if _cluster_cli("build", 3600).returncode != 0:
+        raise CLIError("building the control plane failed (see the output above)")
+    if was_up:
+        step("reusing the local cluster that is already up", started)
+    else:
+        step("starting etcd, kube-apiserver, controller-manager, scheduler and KWOK", started)
+        if _cluster_cli("up", 300).returncode != 0:
+            raise CLIError("the local cluster did not start (see the output above)")
+    interrupted = False
+    try:
+        yield state.admin_kubeconfig
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        if not was_up and (interrupted or not keep):
+            step("stopping the local cluster", started)
+            _cluster_cli("down", 180)
+
+
+def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
+    result = subprocess.run(
+        ["kubectl", f"--kubeconfig={kubeconfig}", *args],
+        input=stdin,
+        text=True,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise CLIError(f"kubectl {' '.join(args)}: {result.stderr.strip()}")
+    return result.stdout
+
+
+def _services() -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(SERVICES_FILE.read_text()) if d]
+
+
+def _slo_ms(doc: dict[str, Any]) -> float:
+    from gpuserve.api.durations import parse_duration
+
+    return parse_duration(doc["spec"]["slo"]["latency"]) * 1e3
+
+
+class Watcher:
+    """Samples status and Prometheus every ``period`` seconds for the live view and plot."""
+
+    def __init__(
+        self,
+        kubeconfig: Path,
+        prometheus_url: str,
+        services: list[dict[str, Any]],
+        period: float = 2.0,
+    ) -> None:
+        from kubernetes import client, config
+
+        from controllers.prometheus_source import PrometheusSource
+
+        self.api = client.CustomObjectsApi(config.new_client_from_config(str(kubeconfig)))
+        self.source = PrometheusSource(prometheus_url)
+        self.series = {d["metadata"]["name"]: Series(slo_ms=_slo_ms(d)) for d in services}
+        self.period = period
+        self.t0 = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="demo-watch", daemon=True)
+
+    def start(self) -> Watcher:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            with contextlib.suppress(Exception):  # a missed sample is not worth a crash
+                self.sample()
+
+    def sample(self) -> None:
+        out = self.api.list_namespaced_custom_object(
+            "gpuserve.io", "v1alpha1", NAMESPACE, "inferenceservices"
+        )
+        t = time.monotonic() - self.t0
+        for obj in out.get("items", []):
+            name = obj["metadata"]["name"]
+            if name not in self.series:
+                continue
+            st = obj.get("status") or {}
+            reading = self.source.read(namespace=NAMESPACE, service=name)
+            s = reading.sample
+            p95 = s.get("p95_latency")
+            self.series[name].samples.append(
+                Sample(
+                    t=t,
+                    serving=int(st.get("replicas", 0)),
+                    warm=int(st.get("warmReplicas", 0)),
+                    desired=int(st.get("desiredReplicas") or 0),
+                    rate=s.get("success_rate"),
+                    p95_ms=p95 * 1e3 if p95 is not None else None,
+                    queue=s.get("queue_depth"),
+                    reason=((st.get("lastDecision") or {}).get("reason") or "-"),
+                )
+            )
+
+    def render(self) -> str:
+        lines = [
+            f"{'service':<8} {'serving':>7} {'warm':>4} {'want':>4} {'req/s':>7} "
+            f"{'queue':>5} {'p95':>8} {'SLO':>7}  last decision"
+        ]
+        for name, series in self.series.items():
+            if not series.samples:
+                lines.append(f"{name:<8} (waiting for status)")
+                continue
+            s = series.samples[-1]
+            rate = f"{s.rate:7.1f}" if s.rate is not None else "      -"
+            queue = f"{s.queue:5.0f}" if s.queue is not None else "    -"
+            p95 = f"{s.p95_ms:6.0f}ms" if s.p95_ms is not None else "       -"
+            lines.append(
+                f"{name:<8} {s.serving:>7} {s.warm:>4} {s.desired:>4} {rate} {queue} "
+                f"{p95} {series.slo_ms:5.0f}ms  {s.reason[:70]}"
+            )
+        return "\n".join(lines)
+
+
+def _replay(
+    trace: Path, target: Any, compress: float, duration: float, out: dict[str, Any], name: str
+) -> None:
+    from e2e.loadgen import Limits, run_trace
+
+    out[name] = run_trace(
+        trace,
+        target,
+        compress=compress,
+        duration_s=duration,
+        limits=Limits(max_requests=200_000, max_wall_s=duration + 60),
+    )
+
+
+def summary_rows(watcher: Watcher, results: dict[str, Any]) -> list[list[str]]:
+    rows = [
+        [
+            "service",
+            "requests",
+            "failed",
+            "SLO",
+            "attainment",
+            "p95",
+            "p99",
+            "max serving",
+            "scale-ups",
+            "scale-downs",
+            "GPU-min",
+        ]
+    ]
+    for name, series in watcher.series.items():
+        res = results.get(name)
+        samples = series.samples
+        ups = sum(1 for a, b in itertools.pairwise(samples) if b.desired > a.desired)
+        downs = sum(1 for a, b in itertools.pairwise(samples) if b.desired < a.desired)
+        gpu_min = (
+            sum((b.t - a.t) * (a.serving + a.warm) for a, b in itertools.pairwise(samples)) / 60
+        )
+        if res is None:
+            rows.append(
+                [name, "-", "-", f"{series.slo_ms:.0f}ms", "-", "-", "-", "-", "-", "-", "-"]
+            )
+            continue
+        within = 100.0 * (1 - res.fraction_slower_than(series.slo_ms)) if res.successes else 0.0
+        rows.append(
+            [
+                name,
+                str(res.sent),
+                str(res.failures),
+                f"{series.slo_ms:.0f}ms",
+                f"{within:.1f}%",
+                f"{res.p95_ms or 0:.0f}ms",
+                f"{res.p99_ms or 0:.0f}ms",
+                str(max((s.serving for s in samples), default=0)),
+                str(ups),
+                str(downs),
+                f"{gpu_min:.1f}",
+            ]
+        )
+    return rows
+
+
+def plot(watcher: Watcher, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(watcher.series)
+    fig, axes = plt.subplots(3, len(names), figsize=(5 * len(names), 8), sharex=True, squeeze=False)
+    for col, name in enumerate(names):
+        series = watcher.series[name]
+        t = [s.t for s in series.samples]
+        load, reps, lat = axes[0][col], axes[1][col], axes[2][col]
+        load.plot(t, [s.rate or 0 for s in series.samples], color="tab:blue")
+        load.set_title(name)
+        load.set_ylabel("completed req/s")
+        reps.step(t, [s.serving for s in series.samples], where="post", label="serving")
+        reps.step(
+            t,
+            [s.serving + s.warm for s in series.samples],
+            where="post",
+            label="serving + warm",
+            linestyle="--",
+        )
+        reps.step(
+            t, [s.desired for s in series.samples], where="post", label="desired", linestyle=":"
+        )
+        reps.set_ylabel("pods")
+        reps.legend(loc="upper left", fontsize="small")
+        lat.plot(
+            t,
+            [s.p95_ms if s.p95_ms is not None else float("nan") for s in series.samples],
+            color="tab:red",
+            label="p95",
+        )
+        lat.axhline(series.slo_ms, color="black", linestyle="--", label="SLO")
+        lat.set_ylabel("latency (ms)")
+        lat.set_xlabel("seconds")
+        lat.legend(loc="upper left", fontsize="small")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+
+
+def _live(watcher: Watcher, until: float, interactive: bool) -> None:
+    while time.monotonic() < until:
+        time.sleep(2.0)
+        view = watcher.render()
+        if interactive:
+            print("\033[2J\033[H" + view, flush=True)
+        else:
+            print(view + "\n", flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from e2e.operatorkit import install_crds
+    from e2e.runner.dataplane import LocalDataPlane
+
+    started = time.monotonic()
+    trace = Path(args.trace)
+    if not trace.is_file():
+        raise CLIError(f"trace file not found: {trace} (pass --trace)")
+    services = _services()
+    out_dir = Path(args.out)
+    operator: subprocess.Popen[bytes] | None = None
+    with local_cluster(started, keep=not args.down) as kubeconfig:
+        from e2e.cluster.testkit import ClusterHandle
+
+        handle = ClusterHandle(kubeconfig, started_here=False, local=True)
+        step("installing the CRDs and the AcceleratorClasses", started)
+        install_crds(handle)
+        _kubectl(kubeconfig, "apply", "-f", str(CLASSES_FILE))
+        step("starting Prometheus and the local Triton runner", started)
+        with LocalDataPlane(kubeconfig) as plane:
+            step("starting the operator", started)
+            out_dir.mkdir(parents=True, exist_ok=True)
+            env = dict(
+                os.environ,
+                KUBECONFIG=str(kubeconfig),
+                GPUSERVE_PROMETHEUS_URL=plane.prometheus_url,
+                GPUSERVE_AUTOSCALE_INTERVAL="2",
+                GPUSERVE_EXTRA_POD_LABELS="gpuserve.io/readiness=external",
+            )
+            with (out_dir / "operator.log").open("wb") as log:
+                operator = subprocess.Popen(
+                    [sys.executable, "-m", "controllers.entrypoint", "--liveness", ""],
+                    cwd=REPO,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            try:
+                step(f"applying {len(services)} services in namespace {NAMESPACE}", started)
+                _kubectl(
+                    kubeconfig,
+                    "apply",
+                    "-f",
+                    "-",
+                    stdin=yaml.safe_dump(
+                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+                    ),
+                )
+                _kubectl(kubeconfig, "apply", "-n", NAMESPACE, "-f", str(SERVICES_FILE))
+                _wait_ready(kubeconfig, services, started, timeout=180)
+                watcher = Watcher(kubeconfig, plane.prometheus_url, services).start()
+                step(
+                    f"replaying {args.duration:.0f}s of the trace "
+                    f"({', '.join(f'{k} x{v:g}' for k, v in COMPRESSION.items())}), "
+                    f"then {args.cooldown:.0f}s of quiet",
+                    started,
+                )
+                results = _drive(args, trace, plane, services, watcher)
+                watcher.stop()
+                rows = summary_rows(watcher, results)
+                print("\n" + _table(rows))
+                (out_dir / "summary.txt").write_text(_table(rows) + "\n")
+                plot(watcher, out_dir / "demo.png")
+                step(f"plot: {out_dir / 'demo.png'}, summary: {out_dir / 'summary.txt'}", started)
+            finally:
+                if operator.poll() is None:
+                    operator.terminate()
+                    try:
+                        operator.wait(timeout=20)
+                    except subprocess.TimeoutExpired:
+                        operator.kill()
+                        operator.wait(timeout=10)
+                step("stopping the operator, the Triton processes and Prometheus", started)
+    if not args.down:
+        print(
+            f"\nThe cluster is still up. Try:\n  export KUBECONFIG={kubeconfig}\n"
+            f"  kubectl get gsvc -n {NAMESPACE}\n  kubectl get pods -n {NAMESPACE} -o wide\n"
+            "  make cluster-down   # when done"
+        )
+    return 0
+
+
+def _wait_ready(
+    kubeconfig: Path, services: list[dict[str, Any]], started: float, timeout: float
+) -> None:
+    deadline = time.monotonic() + timeout
+    names = [d["metadata"]["name"] for d in services]
+    for name in names:
+        left = max(1, int(deadline - time.monotonic()))
+        result = subprocess.run(
+            [
+                "kubectl",
+                f"--kubeconfig={kubeconfig}",
+                "wait",
+                "-n",
+                NAMESPACE,
+                "--for=condition=Ready",
+                f"inferenceservice/{name}",
+                f"--timeout={left}s",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=left + 10,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise CLIError(f"service {name} did not become Ready: {result.stderr.strip()}")
+    step(f"all {len(names)} services Ready (a real tritonserver behind every pod)", started)
+
+
+def _drive(
+    args: argparse.Namespace,
+    trace: Path,
+    plane: Any,
+    services: list[dict[str, Any]],
+    watcher: Watcher,
+) -> dict[str, Any]:
+    from e2e.loadgen import Target
+
+    results: dict[str, Any] = {}
+    threads = []
+    for doc in services:
+        name = doc["metadata"]["name"]
+        target = Target(
+            model=doc["spec"]["model"]["name"],
+            endpoints=plane.runner.endpoints_for(NAMESPACE, name),
+            connections_per_endpoint=2,
+        )
+        thread = threading.Thread(
+            target=_replay,
+            name=f"load-{name}",
+            daemon=True,
+            args=(trace, target, COMPRESSION.get(name, 10.0), args.duration, results, name),
+        )
+        threads.append(thread)
+        thread.start()
+    _live(watcher, time.monotonic() + args.duration, interactive=sys.stdout.isatty())
+    for thread in threads:
+        thread.join(timeout=90)
+    _live(watcher, time.monotonic() + args.cooldown, interactive=sys.stdout.isatty())
+    return results
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "demo", help="run gpuserve on a local cluster under real load", description=__doc__
+    )
+    p.add_argument("--trace", default=str(DEFAULT_TRACE), help="Azure-format trace CSV")
+    p.add_argument(
+        "--duration",
+        type=float,
+        default=120.0,
+        help="seconds of (compressed) trace to replay (default 120)",
+    )
+    p.add_argument(
+        "--cooldown",
+        type=float,
+        default=75.0,
+        help="quiet seconds after the load, to show scale-down (default 75)",
+    )
+    p.add_argument("--out", default="out/demo", help="where the plot and summary go")
+    p.add_argument(
+        "--down",
+        action="store_true",
+        help="tear the local cluster down at the end (default: leave it up)",
+    )
+    p.set_defaults(func=run)
