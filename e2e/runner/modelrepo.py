@@ -1,0 +1,50 @@
+"""A pod's model repository on local disk: its rendered config.pbtxt, run on CPU.
+
+The one change to the operator's config is the instance kind: ``KIND_GPU`` -> ``KIND_CPU``
+(and a ``gpus`` list, if any, dropped), because this Triton has no GPU. Batching, queue
+policy, priorities, instance counts, I/O and parameters are served exactly as rendered.
+A non-Python model (``format: onnx`` with a ``demo://`` URI) is additionally switched to the
+Python backend so the catalogue model can stand in; those changes are returned too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from e2e.models import resolve_demo_uri
+from e2e.triton import emulate_on_python_backend, write_model
+
+
+def cpu_config(config_pbtxt: str) -> tuple[str, list[str]]:
+    """(config text for this CPU-only Triton, list of changes made)."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2 as pb
+
+    config = pb.ModelConfig()
+    text_format.Parse(config_pbtxt, config)  # a bad config fails here, naming line:column
+    if config.backend != "python" or config.platform:
+        return emulate_on_python_backend(config_pbtxt)
+    changes: list[str] = []
+    for group in config.instance_group:
+        if group.kind == pb.ModelInstanceGroup.KIND_GPU:
+            changes.append(f"instance_group {group.name or '#'} KIND_GPU -> KIND_CPU")
+            group.kind = pb.ModelInstanceGroup.KIND_CPU
+        if group.gpus:
+            changes.append("instance_group gpus dropped")
+            del group.gpus[:]
+    return text_format.MessageToString(config), changes
+
+
+def write_pod_repository(
+    root: Path, *, model_name: str, version: str, config_pbtxt: str, storage_uri: str
+) -> tuple[Path, list[str]]:
+    """Lays out ``root/<model>/config.pbtxt`` + ``root/<model>/<version>/model.py`` from the
+    ``demo://`` catalogue; returns (repository root, changes made to the config)."""
+    if not storage_uri.startswith("demo://"):
+        raise ValueError(f"the local runner serves demo:// models only, not {storage_uri!r}")
+    resolve_demo_uri(storage_uri)  # unknown names fail here, with the catalogue listed
+    text, changes = cpu_config(config_pbtxt)
+    if not version.isdigit():
+        raise ValueError(f"version directory {version!r} is not a number")
+    write_model(root, model_name, text, source=storage_uri, version=int(version))
+    return root, changes
