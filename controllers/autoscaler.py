@@ -16,7 +16,6 @@ from collections import defaultdict, deque
 from typing import Any
 
 import kopf
-from gpuserve.autoscaling.from_spec import policy_config_from_spec
 from pydantic import ValidationError
 
 from controllers import kube
@@ -35,6 +34,7 @@ from gpuserve.autoscaling import (
     PoolState,
     decide,
 )
+from gpuserve.autoscaling.from_spec import policy_config_from_spec
 from gpuserve.placement.capacity import class_capacity
 from gpuserve.placement.planning import usable_classes
 

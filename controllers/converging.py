@@ -173,8 +173,10 @@ def _converge(body: Obj, view: ClusterView) -> Outcome:
     )
     applied = 0
     for child in children:
+        # The children index is fed by watches: a child it doesn't hold is (about to be)
+        # missing, so apply it without a GET first.
         live = view.children.get((child["kind"], child["metadata"]["name"]))
-        if kube.apply_if_changed(child, live=live, fetch=live is None):
+        if kube.apply_if_changed(child, live=live, fetch=False):
             applied += 1
 
     changes = assign_roles(view.pods, desired_serving=desired, order=order)
