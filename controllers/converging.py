@@ -12,6 +12,7 @@ import logging
 import threading
 from collections import defaultdict
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,7 @@ Obj = dict[str, Any]
 PLURAL = "inferenceservices"
 
 _locks: defaultdict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
+_APPLIERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="apply")
 
 
 def now_rfc3339() -> str:
@@ -171,13 +173,16 @@ def _converge(body: Obj, view: ClusterView) -> Outcome:
             service=svc, classes=classes, pools=pools, extra_pod_labels=view.extra_pod_labels
         )
     )
-    applied = 0
-    for child in children:
-        # The children index is fed by watches: a child it doesn't hold is (about to be)
-        # missing, so apply it without a GET first.
-        live = view.children.get((child["kind"], child["metadata"]["name"]))
-        if kube.apply_if_changed(child, live=live, fetch=False):
-            applied += 1
+    # The children index is fed by watches: a child it doesn't hold is (about to be)
+    # missing, so it is applied without a GET first. Children are independent objects
+    # (pods wait for their ConfigMap on their own), so they are applied concurrently.
+    pending = [
+        (child, view.children.get((child["kind"], child["metadata"]["name"]))) for child in children
+    ]
+    results = _APPLIERS.map(
+        lambda pair: kube.apply_if_changed(pair[0], live=pair[1], fetch=False), pending
+    )
+    applied = sum(1 for written in results if written)
 
     changes = assign_roles(view.pods, desired_serving=desired, order=order)
     for change in changes:
