@@ -28,8 +28,10 @@ typecheck: setup
 
 crds: setup
 	$(PY) -m gpuserve.api.crdgen --out crds
+	$(PY) -m gpuserve.api.crdgen --out charts/gpuserve/crds
 crds-check: setup
 	$(PY) -m gpuserve.api.crdgen --out crds --check
+	$(PY) -m gpuserve.api.crdgen --out charts/gpuserve/crds --check
 
 unit: setup
 	$(PY) -m pytest -q tests -m "not cluster"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 
 import kopf
 
@@ -28,6 +29,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--peering", default="", help="kopf peering name for HA (empty: standalone)"
     )
+    parser.add_argument(
+        "--priority",
+        type=int,
+        default=int(os.environ.get("GPUSERVE_PEERING_PRIORITY", "0")),
+        help="peering priority: the highest live replica acts, the others stand by "
+        "(give HA replicas distinct values; env GPUSERVE_PEERING_PRIORITY)",
+    )
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -41,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
             liveness_endpoint=args.liveness or None,
             standalone=not args.peering,
             peering_name=args.peering or None,
+            priority=args.priority,
         )
     )
     return 0

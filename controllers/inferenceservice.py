@@ -95,6 +95,8 @@ def view_of(key: tuple[str, str], kw: dict[str, Any]) -> ClusterView:
 
 def reconcile(body: dict[str, Any], kw: dict[str, Any]) -> None:
     meta = body["metadata"]
+    if meta.get("deletionTimestamp"):
+        return  # going away: its children follow through garbage collection
     key = (meta["namespace"], meta["name"])
     outcome = converge(body, view_of(key, kw))
     post_events(body, outcome)

@@ -27,8 +27,21 @@ def free_port() -> int:
 
 def install_crds(cluster: ClusterHandle) -> None:
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
-    for crd in ("inferenceservices.gpuserve.io", "acceleratorclasses.gpuserve.io"):
-        cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
+
+    # Polled rather than `kubectl wait`, which can fail on a CRD created a moment ago.
+    def established() -> bool:
+        out = cluster.kubectl(
+            "get",
+            "crd",
+            "inferenceservices.gpuserve.io",
+            "acceleratorclasses.gpuserve.io",
+            "-o",
+            "jsonpath={.items[*].status.conditions[?(@.type=='Established')].status}",
+            check=False,
+        ).stdout.split()
+        return out == ["True", "True"]
+
+    wait_for(established, 60, "CRDs established")
 
 
 def install_classes(cluster: ClusterHandle, path: Path = EXAMPLE_CLASSES) -> None:

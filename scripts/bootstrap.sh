@@ -17,6 +17,8 @@ step "installing gpuserve and its dev dependencies (pip)"
 
 need_apt=()
 command -v prometheus >/dev/null 2>&1 || [ -x /usr/bin/prometheus ] || need_apt+=(prometheus)
+# Lua runs the Argo CD health check's tests.
+command -v lua5.4 >/dev/null 2>&1 || need_apt+=(lua5.4)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     step "installing Debian packages: ${need_apt[*]}"
