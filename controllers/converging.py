@@ -173,6 +173,21 @@ def _converge(body: Obj, view: ClusterView) -> Outcome:
             service=svc, classes=classes, pools=pools, extra_pod_labels=view.extra_pod_labels
         )
     )
+    # Roles first: demoted pods get their low deletion cost before a Deployment shrinks,
+    # so the ReplicaSet deletes standby pods rather than serving ones.
+    changes = assign_roles(view.pods, desired_serving=desired, order=order)
+    for change in changes:
+        patched = kube.patch_pod_metadata(
+            meta["namespace"],
+            change.pod,
+            labels={LABEL_ROLE: change.role},
+            annotations={"controller.kubernetes.io/pod-deletion-cost": change.deletion_cost},
+        )
+        was = next((p for p in view.pods if p.name == change.pod), None)
+        if patched and was is not None and was.ready and was.role != change.role:
+            verb = "Promoted" if change.role == ROLE_SERVING else "Demoted"
+            outcome.events.append(("Normal", verb, f"pod {change.pod} is now {change.role}"))
+
     # The children index is fed by watches: a child it doesn't hold is (about to be)
     # missing, so it is applied without a GET first. Children are independent objects
     # (pods wait for their ConfigMap on their own), so they are applied concurrently.
@@ -183,19 +198,6 @@ def _converge(body: Obj, view: ClusterView) -> Outcome:
         lambda pair: kube.apply_if_changed(pair[0], live=pair[1], fetch=False), pending
     )
     applied = sum(1 for written in results if written)
-
-    changes = assign_roles(view.pods, desired_serving=desired, order=order)
-    for change in changes:
-        kube.patch_pod_metadata(
-            meta["namespace"],
-            change.pod,
-            labels={LABEL_ROLE: change.role},
-            annotations={"controller.kubernetes.io/pod-deletion-cost": change.deletion_cost},
-        )
-        was = next((p for p in view.pods if p.name == change.pod), None)
-        if was is not None and was.ready and was.role != change.role:
-            verb = "Promoted" if change.role == ROLE_SERVING else "Demoted"
-            outcome.events.append(("Normal", verb, f"pod {change.pod} is now {change.role}"))
 
     _fill_status(
         status,

@@ -91,10 +91,18 @@ def apply_if_changed(desired: Obj, *, live: Obj | None = None, fetch: bool = Tru
 
 def patch_pod_metadata(
     namespace: str, name: str, *, labels: dict[str, str], annotations: dict[str, str]
-) -> None:
+) -> bool:
+    """Patch a pod's labels and annotations; False if the pod is already gone (a shrinking
+    ReplicaSet may delete it between the index snapshot and this call)."""
     body = {"metadata": {"labels": labels, "annotations": annotations}}
-    client.CoreV1Api(api_client()).patch_namespaced_pod(name, namespace, body)
+    try:
+        client.CoreV1Api(api_client()).patch_namespaced_pod(name, namespace, body)
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
     WRITES["Pod"] += 1
+    return True
 
 
 def patch_status(

@@ -7,6 +7,7 @@ as a kubelet would restart the container).
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import threading
 import time
@@ -148,6 +149,10 @@ class PodInstance:
     def info(self, view: PodView) -> InstanceInfo:
         server = self._server
         started = server is not None and server.grpc_port > 0
+        pid: int | None = None
+        if server is not None:
+            with contextlib.suppress(RuntimeError):  # ports picked, process not yet launched
+                pid = server.pid
         return InstanceInfo(
             namespace=view.namespace,
             pod=view.name,
@@ -162,5 +167,5 @@ class PodInstance:
             http=f"{LOOPBACK}:{server.http_port}" if server and started else None,
             metrics=f"{LOOPBACK}:{server.metrics_port}" if server and started else None,
             restarts=self.restarts,
-            pid=server.pid if server is not None and started else None,
+            pid=pid if started else None,
         )

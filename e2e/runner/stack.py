@@ -37,7 +37,8 @@ def local_stack(
     autoscale_interval_s: float = 2.0,
     scrape_interval_s: float = 1.0,
 ) -> Iterator[Stack]:
-    """Starts Prometheus, the runner and the operator (autoscaler on); stops all three."""
+    """Starts Prometheus, the runner and the operator (autoscaler on); stops all three.
+    The InferenceServices of ``namespaces`` are deleted before the operator stops."""
     install_crds(cluster)
     install_classes(cluster)
     settings = RunnerSettings(namespaces=namespaces, log_dir=workdir / "runner")
@@ -56,6 +57,20 @@ def local_stack(
         try:
             yield Stack(cluster, plane, operator)
         finally:
+            # kopf timers put a finalizer on every InferenceService: delete them while the
+            # operator still runs, or their namespaces hang in Terminating.
+            for namespace in sorted(namespaces or ()):
+                cluster.kubectl(
+                    "delete",
+                    "inferenceservices",
+                    "--all",
+                    "-n",
+                    namespace,
+                    "--wait=true",
+                    "--timeout=60s",
+                    check=False,
+                    timeout=90,
+                )
             operator.stop()
 
 
@@ -114,3 +129,64 @@ def endpoint_ips(cluster: ClusterHandle, namespace: str, service: str) -> set[st
         if (e.get("conditions") or {}).get("ready")
         for address in e.get("addresses", [])
     }
+
+
+@contextmanager
+def harness_cluster(timeout: float = 300.0) -> Iterator[ClusterHandle]:
+    """The local harness cluster for scripts: reused if up (and left up), else started
+    here and stopped at the end ($GPUSERVE_CLUSTER_DIR / $GPUSERVE_PORT_OFFSET apply)."""
+    import subprocess
+    import sys
+
+    from e2e.cluster import lifecycle, reaping, settings
+
+    state = settings.layout()
+    if lifecycle.is_up(state):
+        yield ClusterHandle(state.admin_kubeconfig, started_here=False, local=True)
+        return
+    reaping.become_subreaper()  # the daemons outlive `up`; adopt them so they get reaped
+
+    def cli(command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "e2e.cluster", command],
+            cwd=settings.REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    result = cli("up")
+    pids = [r.pid for r in lifecycle.read_records(state).values()]
+    try:
+        if result.returncode != 0:
+            raise RuntimeError(f"cluster up failed:\n{result.stdout}\n{result.stderr}")
+        yield ClusterHandle(state.admin_kubeconfig, started_here=True, local=True)
+    finally:
+        cli("down")
+        reaping.reap(pids)
+
+
+@contextmanager
+def scratch_namespace(cluster: ClusterHandle, prefix: str) -> Iterator[str]:
+    """A fresh namespace, deleted (without waiting) afterwards."""
+    import secrets
+
+    from e2e.cluster.testkit import wait_for
+
+    name = f"{prefix}-{secrets.token_hex(3)}"
+    cluster.kubectl("create", "namespace", name)
+    try:
+        wait_for(
+            lambda: (
+                cluster.kubectl(
+                    "get", "serviceaccount", "default", "-n", name, check=False
+                ).returncode
+                == 0
+            ),
+            30.0,
+            f"service account default in {name}",
+        )
+        yield name
+    finally:
+        cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)

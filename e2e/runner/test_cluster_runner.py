@@ -92,6 +92,12 @@ def is_ready(pod: dict[str, Any]) -> bool:
     )
 
 
+def all_ready(cluster: ClusterHandle, namespace: str, count: int) -> list[dict[str, Any]]:
+    """The pods when exactly ``count`` exist and all are Ready, else []."""
+    current = pods(cluster, namespace)
+    return current if len(current) == count and all(is_ready(p) for p in current) else []
+
+
 def set_role(cluster: ClusterHandle, namespace: str, pod: str, role: str) -> None:
     cluster.kubectl("label", "pod", pod, "-n", namespace, f"gpuserve.io/role={role}", "--overwrite")
 
@@ -112,12 +118,7 @@ def test_runner_serves_drives_readiness_and_drains(
     runner = plane.runner
     deploy_rendered(cluster, namespace, replicas=2)
     ready = wait_for(
-        lambda: (
-            (ps := pods(cluster, namespace))
-            and len(ps) == 2
-            and all(is_ready(p) for p in ps)
-            and ps
-        ),
+        lambda: all_ready(cluster, namespace, 2),
         WAIT_S,
         "two pods Ready",
     )

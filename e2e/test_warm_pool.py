@@ -1,0 +1,318 @@
+"""Warm pools and placement on the local stack (real Triton per pod, real Prometheus, the
+operator's autoscaler).
+
+- warmPool 2: two standby pods are Ready but outside the Service; a load step promotes
+  warm pods first (same pod, same Triton process: no restart) and the pool refills; on
+  scale-down serving pods become warm up to 2 and the rest are deleted, while a bounded
+  load through the serving endpoints loses no request.
+- With the H100 pool full, further replicas go to the A100 MIG 3g.40gb slices, then to L4,
+  and status.pools reports each class.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e.cluster.testkit import ClusterHandle, wait_for
+from e2e.loadgen import Limits, LoadResult, Target, run_constant_rate
+from e2e.prometheus import prometheus_available
+from e2e.runner.stack import (
+    Stack,
+    apply,
+    endpoint_ips,
+    events,
+    local_stack,
+    pod_ready,
+    service_pods,
+    service_status,
+)
+from e2e.triton import triton_available
+
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.triton,
+    pytest.mark.prometheus,
+    pytest.mark.skipif(not triton_available(), reason="tritonserver wheel not installed"),
+    pytest.mark.skipif(not prometheus_available(), reason="prometheus not installed"),
+]
+
+H100 = "NVIDIA-H100-80GB-HBM3"
+# Locally every class runs the same CPU Triton: this class states the H100's GPUs at the
+# speed Triton really has here, so the autoscaler's plan matches what it measures.
+LOCAL_CLASS = {
+    "apiVersion": "gpuserve.io/v1alpha1",
+    "kind": "AcceleratorClass",
+    "metadata": {"name": "h100-local"},
+    "spec": {
+        "gpuProduct": H100,
+        "computeCapability": "9.0",
+        "memoryGiB": 80,
+        "relativeSpeed": 1.0,
+        "costPerHour": 6.98,
+    },
+}
+WAIT_S = 120.0
+
+
+def sleeper(
+    name: str, classes: list[str], scaling: dict[str, Any], params: dict[str, str] | None = None
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "gpuserve.io/v1alpha1",
+        "kind": "InferenceService",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {
+                "name": "sleeper",
+                "storageUri": "demo://sleeper",
+                "format": "python",
+                "inputs": [{"name": "INPUT", "dataType": "FP32", "dims": [4]}],
+                "outputs": [{"name": "OUTPUT", "dataType": "FP32", "dims": [4]}],
+                "parameters": params or {"exec_time_ms": "40", "per_item_ms": "2"},
+            },
+            "batching": {"maxBatchSize": 8, "maxQueueDelay": "2ms"},
+            "slo": {"latency": "150ms", "percentile": 95},
+            "accelerators": {"classes": classes},
+            "scaling": scaling,
+            "triton": {"exitTimeoutSeconds": 5},
+        },
+    }
+
+
+@pytest.fixture
+def stack(cluster: ClusterHandle, namespace: str, tmp_path: Path) -> Iterator[Stack]:
+    with local_stack(cluster, tmp_path, namespaces=frozenset({namespace})) as s:
+        yield s
+
+
+def roles(cluster: ClusterHandle, namespace: str, name: str) -> dict[str, tuple[str, bool]]:
+    """pod name -> (role, Ready)."""
+    return {
+        p["metadata"]["name"]: (p["metadata"]["labels"].get("gpuserve.io/role", ""), pod_ready(p))
+        for p in service_pods(cluster, namespace, name)
+    }
+
+
+def settled(stack: Stack, namespace: str, name: str, serving: int, warm: int) -> bool:
+    status = service_status(stack.cluster, namespace, name)
+    now = roles(stack.cluster, namespace, name)
+    return (
+        status.get("replicas") == serving
+        and status.get("warmReplicas") == warm
+        and sum(1 for r, ok in now.values() if r == "serving" and ok) == serving
+        and sum(1 for r, ok in now.values() if r == "warm" and ok) == warm
+        and len(now) == serving + warm
+    )
+
+
+def run_in_thread(
+    target: Target, rate: float, seconds: float
+) -> tuple[threading.Thread, dict[str, LoadResult]]:
+    out: dict[str, LoadResult] = {}
+    limits = Limits(max_requests=int(rate * seconds) + 10, max_wall_s=seconds + 60)
+    thread = threading.Thread(
+        target=lambda: out.setdefault("r", run_constant_rate(target, rate, seconds, limits)),
+        daemon=True,
+    )
+    thread.start()
+    return thread, out
+
+
+def test_warm_pods_promote_first_refill_and_demote_without_dropping_requests(
+    stack: Stack, cluster: ClusterHandle, namespace: str
+) -> None:
+    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(LOCAL_CLASS))
+    name = "warm"
+    scaling = {
+        "minReplicas": 1,
+        "maxReplicas": 4,
+        "warmPool": 2,
+        "scaleDownStabilization": "20s",
+        "stableWindow": "20s",
+        "panicWindow": "6s",
+    }
+    apply(cluster, namespace, sleeper(name, ["h100-local"], scaling))
+    wait_for(
+        lambda: settled(stack, namespace, name, serving=1, warm=2),
+        WAIT_S,
+        "1 serving + 2 warm pods Ready",
+    )
+
+    # Warm pods are Ready yet outside the Service; the serving one is in it.
+    pods = {p["metadata"]["name"]: p for p in service_pods(cluster, namespace, name)}
+    before = roles(cluster, namespace, name)
+    warm_before = {n for n, (r, _) in before.items() if r == "warm"}
+    serving_ip = {pods[n]["status"]["podIP"] for n, (r, _) in before.items() if r == "serving"}
+    wait_for(
+        lambda: endpoint_ips(cluster, namespace, name) == serving_ip,
+        30,
+        "the Service's endpoints to be exactly the serving pod",
+    )
+    runner = stack.plane.runner
+    pids = {i.pod: i.pid for i in runner.instances() if i.namespace == namespace}
+    assert set(runner.serving_endpoints(namespace, name)) == {
+        runner.grpc_address(namespace, n) for n, (r, _) in before.items() if r == "serving"
+    }
+
+    # Load: the autoscaler raises desiredReplicas; warm pods are promoted, not new ones.
+    target = Target(model="sleeper", endpoints=runner.endpoints_for(namespace, name))
+    heavy, heavy_out = run_in_thread(target, rate=200, seconds=40)
+    up = wait_for(
+        lambda: (s := service_status(cluster, namespace, name)).get("replicas", 0) >= 2 and s,
+        60,
+        "scale-up under load",
+    )
+    promoted = {n for n, (r, _) in roles(cluster, namespace, name).items() if r == "serving"}
+    assert promoted & warm_before, (promoted, warm_before)
+    for pod in promoted & warm_before:  # same pod, same Triton process: no restart
+        info = next(i for i in runner.instances() if i.pod == pod)
+        assert info.pid == pids[pod] and info.restarts == 0
+    reasons = [e["reason"] for e in events(cluster, namespace, name)]
+    assert "Promoted" in reasons and "ScaledUp" in reasons, reasons
+    # The pool refills with new pods.
+    wait_for(
+        lambda: (
+            (s := service_status(cluster, namespace, name)).get("warmReplicas") == 2
+            and s.get("replicas", 0) >= 2
+        ),
+        WAIT_S,
+        "the warm pool to refill",
+    )
+    refill = {n for n, (r, _) in roles(cluster, namespace, name).items() if r == "warm"}
+    assert refill - warm_before, "refilled warm pods are new pods"
+    heavy.join(timeout=120)
+    assert heavy_out["r"].failures == 0
+    peak = max(up.get("replicas", 0), service_status(cluster, namespace, name)["replicas"])
+
+    # Scale-down under a light load: demoted pods go warm (up to 2), the rest are deleted,
+    # and no request fails - pods leave the endpoints before Triton stops.
+    light, light_out = run_in_thread(target, rate=20, seconds=60)
+    wait_for(
+        lambda: settled(stack, namespace, name, serving=1, warm=2),
+        90,
+        "scale-down to 1 serving + 2 warm",
+    )
+    light.join(timeout=120)
+    result = light_out["r"]
+    assert result.failures == 0, [r.error for r in result.records if not r.ok][:5]
+    assert result.successes == 1200
+    after = roles(cluster, namespace, name)
+    assert len(after) == 3 and peak >= 2
+    reasons = [e["reason"] for e in events(cluster, namespace, name)]
+    assert "ScaledDown" in reasons, reasons
+    cluster.kubectl("delete", "inferenceservice", name, "-n", namespace, "--wait=true")
+    # While the operator runs: its kopf timers put a finalizer on the class.
+    cluster.kubectl("delete", "acceleratorclass", "h100-local", "--wait=true")
+
+
+def filler_pod(name: str, node: str, gpus: int) -> dict[str, Any]:
+    """A plain pod (KWOK makes it Ready) holding ``gpus`` H100 GPUs of ``node``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "gpu-filler"}},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "tolerations": [
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+            ],
+            "containers": [
+                {
+                    "name": "hold",
+                    "image": "busybox",
+                    "resources": {
+                        "requests": {"nvidia.com/gpu": str(gpus)},
+                        "limits": {"nvidia.com/gpu": str(gpus)},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def gpu_pods_elsewhere(cluster: ClusterHandle, namespace: str) -> list[str]:
+    """Pods of other namespaces still holding MIG 3g or L4 GPUs (e.g. a previous test's)."""
+    items = json.loads(cluster.kubectl("get", "pods", "-A", "-o", "json").stdout)["items"]
+    return [
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+        for p in items
+        if p["metadata"]["namespace"] != namespace
+        and (p["spec"].get("nodeName") or "").startswith(("l4-", "a100-mig-3g", "h100-"))
+    ]
+
+
+def test_full_h100_pool_spills_to_mig_slices_then_l4(
+    stack: Stack, cluster: ClusterHandle, namespace: str
+) -> None:
+    wait_for(
+        lambda: not gpu_pods_elsewhere(cluster, namespace),
+        90,
+        "GPU nodes free of other tests' pods",
+    )
+    # 15 of the 16 H100 GPUs taken by plain pods: one H100 replica fits.
+    for pod in (filler_pod("fill-0", "h100-0", 8), filler_pod("fill-1", "h100-1", 7)):
+        apply(cluster, namespace, pod)
+    wait_for(
+        lambda: all(
+            pod_ready(p)
+            for p in json.loads(
+                cluster.kubectl(
+                    "get", "pods", "-n", namespace, "-l", "app=gpu-filler", "-o", "json"
+                ).stdout
+            )["items"]
+        ),
+        30,
+        "the filler pods to run",
+    )
+    name = "spread"
+    scaling = {"minReplicas": 4, "maxReplicas": 4, "warmPool": 0}
+    apply(
+        cluster,
+        namespace,
+        sleeper(
+            name,
+            ["h100", "a100-3g40gb", "l4"],
+            scaling,
+            params={"exec_time_ms": "5", "per_item_ms": "0.2"},
+        ),
+    )
+    wait_for(
+        lambda: settled(stack, namespace, name, serving=4, warm=0), WAIT_S, "4 serving replicas"
+    )
+
+    pods = service_pods(cluster, namespace, name)
+    by_class: dict[str, list[dict[str, Any]]] = {}
+    for p in pods:
+        by_class.setdefault(p["metadata"]["labels"]["gpuserve.io/accelerator-class"], []).append(p)
+    assert {c: len(v) for c, v in by_class.items()} == {"h100": 1, "a100-3g40gb": 2, "l4": 1}
+    for p in by_class["a100-3g40gb"]:
+        assert p["spec"]["nodeName"].startswith("a100-mig-3g")
+        requests = p["spec"]["containers"][0]["resources"]["requests"]
+        assert requests.get("nvidia.com/mig-3g.40gb") == "1"
+        assert "nvidia.com/gpu" not in requests
+    assert by_class["l4"][0]["spec"]["nodeName"].startswith("l4-")
+    assert by_class["h100"][0]["spec"]["nodeName"].startswith("h100-")
+
+    status = service_status(cluster, namespace, name)
+    pools = {p["acceleratorClass"]: p for p in status["pools"]}
+    assert {c: (p["replicas"], p["serving"]) for c, p in pools.items()} == {
+        "h100": (1, 1),
+        "a100-3g40gb": (2, 2),
+        "l4": (1, 1),
+    }
+    assert set(status["accelerators"].split(",")) == {"h100", "a100-3g40gb", "l4"}
+    # Every replica serves real inferences through the serving endpoints.
+    runner = stack.plane.runner
+    endpoints = runner.serving_endpoints(namespace, name)
+    assert len(endpoints) == 4
+    result = run_constant_rate(
+        Target(model="sleeper", endpoints=endpoints), 40, 2, Limits(max_requests=200, max_wall_s=30)
+    )
+    assert result.failures == 0 and len({r.endpoint for r in result.records}) == 4
