@@ -89,7 +89,7 @@ def _capacity(
         rate_cap = profile.instances * b / (items * exec_time)
         saturation = max(saturation, rate_cap)
         budget = slo_latency - exec_time - hold - overhead
-        if budget <= 0.0:
+        if budget <= 0.0 or rate_cap * budget <= 1e-12:
             continue
         theta = tail / (rate_cap * budget)
         rate = rate_cap * theta / math.expm1(theta) if theta < 700 else 0.0

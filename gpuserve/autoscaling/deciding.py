@@ -123,16 +123,10 @@ def decide(
     level = max(demand.stable, demand.fitted) if config.lookahead else demand.stable
     rate_now = max(level, demand.panic) if panicking else level
     horizon = _startup_horizon(config, pools)
-    slope = max(0.0, demand.slope)
-    if panicking and demand.panic > demand.stable:
-        # A burst outruns the stable trend: the short window leads the long one by about
-        # half their difference in length, which gives a fast slope to project.
-        lead = max(1.0, (config.stable_window - config.panic_window) / 2.0)
-        slope = max(slope, (demand.panic - demand.stable) / lead)
-    # Growth expected before a pod started now is ready, capped at doubling.
-    growth = min(slope * horizon, rate_now) if config.lookahead else 0.0
-    rate_ahead = rate_now + growth
-    signals["projectedSlope"] = slope
+    # Growth expected before a pod started now is ready (rising trends only), capped at
+    # doubling. Short bursts are not extrapolated: they revert as often as they grow.
+    growth = min(max(0.0, demand.slope) * horizon, level) if config.lookahead else 0.0
+    rate_ahead = level + growth
     need_now = _replicas_for_rate(rate_now, caps, pools)
     need_ahead = _replicas_for_rate(rate_ahead, caps, pools) - pools.warm_ready
     # Measured latency over budget: grow by the overshoot (at most 1.5x per round), once
@@ -158,14 +152,18 @@ def decide(
     # What the evidence needs now; the lookahead adds a speculative part on top which is
     # kept out of the stabilisation window, so pods bought for a trend that faded can go
     # as soon as the trend does instead of a whole window later.
+    # Recommendations kept for scale-down also cover the latest short-window demand: the
+    # max over the window then remembers bursts the averaged demand smooths away.
+    need_recent = _replicas_for_rate(demand.panic, caps, pools)
     evident = _clamp(config, max(need_now, need_queue, need_latency))
+    remembered = _clamp(config, max(evident, need_recent))
     raw = _clamp(config, max(evident, need_ahead))
     # Keep a full window of recommendations; judge scale-down over the window that fits
     # how fast a wrong cut can be undone (warm promotion or cold start).
     window = [
         (t, n) for t, n in memory.recommendations if t > now - config.scale_down_window + _EPS
     ]
-    window.append((now, evident))
+    window.append((now, remembered))
     down_window = config.scale_down_window
     if pools.warm_ready >= committed - raw:
         down_window = min(down_window, config.warm_scale_down_window)
@@ -242,7 +240,9 @@ def _demand(
     stable_rate = sum(d for _, d in points) / len(points)
     recent_points = [d for s in recent if (d := s.demand) is not None]
     panic_rate = sum(recent_points) / len(recent_points) if recent_points else stable_rate
-    items = [v for s in stable if (v := s.items_per_request) is not None]
+    # A request carries at least one item and, when batching, at most a full batch.
+    top = float(config.profile.max_batch_size) if config.profile.batching else math.inf
+    items = [min(top, max(1.0, v)) for s in stable if (v := s.items_per_request) is not None]
     slope = _slope(points, config.rate_window)
     # The mean describes the middle of the window; a trend is extrapolated from there.
     centre = sum(t for t, _ in points) / len(points)

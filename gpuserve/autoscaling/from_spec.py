@@ -39,10 +39,14 @@ def service_profile(spec: InferenceServiceSpec) -> ServiceProfile:
 
 
 def policy_config_from_spec(
-    spec: InferenceServiceSpec, classes: Mapping[str, AcceleratorClassSpec] | None = None
+    spec: InferenceServiceSpec,
+    classes: Mapping[str, AcceleratorClassSpec] | None = None,
+    *,
+    rate_window: float = 20.0,
 ) -> PolicyConfig:
     """``classes`` is accepted for symmetry with placement; per-class speed reaches the
-    policy through the pool state."""
+    policy through the pool state. ``rate_window``: the window of the caller's rate()
+    queries (it tells the policy how much consecutive samples overlap)."""
     scaling = spec.scaling
     stable = parse_duration(scaling.stable_window)
     panic = min(parse_duration(scaling.panic_window), stable)
@@ -56,4 +60,5 @@ def policy_config_from_spec(
         panic_window=panic,
         scale_down_window=parse_duration(scaling.scale_down_stabilization),
         target_queue_depth=scaling.target_queue_depth,
+        rate_window=rate_window,
     )

@@ -1,0 +1,242 @@
+"""`gpuserve simulate`: replay a trace against an InferenceService in the simulator.
+
+    gpuserve simulate -f service.yaml --trace FILE [--compress X] [--plot out.png]
+                      [--policy gpuserve|hpa|kpa|keda|static|oracle]
+
+The service is parsed with gpuserve.api; AcceleratorClasses may sit in the same file (or
+in --classes files); service times come from a `kind: ServiceTimes` document (see
+gpuserve.sim.from_spec) or, without one, from the model's own parameters. The policy is
+the operator's (gpuserve.autoscaling), called the way the operator's controller calls it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from cli.errors import CLIError
+from cli.rendering import load_documents, split_manifests
+from gpuserve.autoscaling.capacity import replica_capacity
+from gpuserve.autoscaling.config import PolicyConfig
+from gpuserve.autoscaling.from_spec import policy_config_from_spec
+from gpuserve.sim.config import SimConfig
+from gpuserve.sim.from_spec import (
+    ServiceTimeModel,
+    parse_service_time_model,
+    profile_from_spec,
+    sim_config_from_spec,
+)
+from gpuserve.sim.lineup import POLICIES, PolicyName, calibrate, make_scaler, sim_config_for
+from gpuserve.sim.oracle import OraclePlan, plan_oracle
+from gpuserve.sim.results import SimResult
+from gpuserve.sim.simulating import simulate
+from gpuserve.sim.workload import Workload, parse_azure_trace, workload_from_trace
+
+
+class SimulateError(CLIError):
+    """Bad input to `gpuserve simulate`."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "simulate",
+        help="predict replicas, SLO attainment and GPU cost of a service on a trace",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "-f",
+        "--filename",
+        required=True,
+        type=Path,
+        help="InferenceService YAML (may also hold AcceleratorClass and ServiceTimes documents)",
+    )
+    p.add_argument(
+        "--classes",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="extra files with AcceleratorClass documents",
+    )
+    p.add_argument("--times", type=Path, help="a file with a `kind: ServiceTimes` document")
+    p.add_argument(
+        "--trace",
+        required=True,
+        type=Path,
+        help="Azure LLM trace CSV: TIMESTAMP,ContextTokens,GeneratedTokens",
+    )
+    p.add_argument("--compress", type=float, default=1.0, help="time compression (default 1)")
+    p.add_argument(
+        "--tokens-per-item",
+        type=int,
+        default=0,
+        help="N > 0: a request carries ceil(context tokens / N) batch items",
+    )
+    p.add_argument("--policy", choices=POLICIES, default="gpuserve")
+    p.add_argument(
+        "--warmup",
+        type=float,
+        default=120.0,
+        help="seconds of steady load at the trace's first-minute rate first",
+    )
+    p.add_argument("--plot", type=Path, help="write a PNG of load, replicas and p95 vs SLO")
+    p.add_argument("--name", help="which InferenceService, if the file holds several")
+    p.add_argument("--seed", type=int, default=1)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    docs = load_documents([args.filename, *args.classes])
+    if args.times:
+        docs += load_documents([args.times])
+    services, classes = split_manifests(docs)
+    if args.name:
+        services = [s for s in services if s.metadata.name == args.name]
+    if not services:
+        raise SimulateError(f"no InferenceService{' ' + args.name if args.name else ''} found")
+    service = services[0]
+    times = _times(docs)
+    spec = service.spec
+    config = sim_config_from_spec(spec=spec, classes=classes, times=times, seed=args.seed)
+    policy = policy_config_from_spec(spec, classes)
+    if times is not None:
+        policy = replace(
+            policy,
+            profile=profile_from_spec(spec, times),
+            cold_start=times.cold_start,
+            warm_start=times.warm_start,
+        )
+    policy = replace(policy, rate_window=config.rate_window)
+    try:
+        rows = parse_azure_trace(args.trace.read_text().splitlines())
+    except (OSError, ValueError) as exc:
+        raise SimulateError(f"{args.trace}: {exc}") from exc
+    if not rows:
+        raise SimulateError(f"{args.trace}: no requests")
+    workload = workload_from_trace(
+        rows,
+        compress=args.compress,
+        tokens_per_item=args.tokens_per_item,
+        max_items=max(1, spec.batching.max_batch_size),
+    )
+    first_minute = workload.rate_between(0.0, 60.0 / args.compress)
+    workload = workload.with_warmup(seconds=args.warmup, rate=first_minute, seed=args.seed)
+    # Start every policy in steady state for the warm-up load.
+    steady = math.ceil(first_minute / max(_capacity(policy, config), 1e-9))
+    config = replace(
+        config,
+        measure_from=args.warmup,
+        initial_replicas=max(1, policy.min_replicas, min(policy.max_replicas, steady)),
+    )
+    started = time.perf_counter()
+    result = _run(args.policy, config=config, policy=policy, workload=workload)
+    elapsed = time.perf_counter() - started
+    print(_report(service.metadata.name, args, result, policy, elapsed))
+    if args.plot:
+        _plot(result, args.plot, title=f"{service.metadata.name} ({result.policy})")
+        print(f"plot: {args.plot}")
+    return 0
+
+
+def _capacity(policy: PolicyConfig, config: SimConfig) -> float:
+    return replica_capacity(
+        profile=policy.profile,
+        slo_latency=policy.slo_latency,
+        quantile=policy.plan_quantile,
+        speed=config.classes[0].speed,
+    ).rate
+
+
+def _times(docs: list[tuple[str, dict[str, Any]]]) -> ServiceTimeModel | None:
+    for where, doc in docs:
+        if doc.get("kind") == "ServiceTimes":
+            try:
+                return parse_service_time_model(doc)
+            except (ValueError, TypeError) as exc:
+                raise SimulateError(f"{where} (ServiceTimes): {exc}") from exc
+    return None
+
+
+def _run(
+    name: PolicyName, *, config: SimConfig, policy: PolicyConfig, workload: Workload
+) -> SimResult:
+    plan: OraclePlan | None = None
+    calibration = None
+    if name in ("oracle", "static"):
+        plan = plan_oracle(config=config, workload=workload, max_replicas=policy.max_replicas)
+    if name in ("hpa", "kpa", "keda"):
+        calibration = calibrate(config=config)
+    scaler = make_scaler(name, policy=policy, calibration=calibration, plan=plan)
+    start = plan.replicas[0] if plan else config.initial_replicas
+    cfg = replace(sim_config_for(name, config, config.warm_pool), initial_replicas=start)
+    return simulate(config=cfg, workload=workload, scaler=scaler)
+
+
+def _report(
+    name: str, args: argparse.Namespace, r: SimResult, policy: PolicyConfig, elapsed: float
+) -> str:
+    slo_ms = r.slo_latency * 1000
+    lines = [
+        f"{name}: policy {r.policy}, trace {args.trace.name} at {args.compress:g}x "
+        f"({len(r.arrivals)} requests over {r.duration:.0f}s, simulated in {elapsed:.1f}s)",
+        f"replicas (pods holding a GPU, per {_bucket(r):.0f}s): {_replicas_line(r)}",
+        f"SLO p{r.slo_quantile * 100:.0f} <= {slo_ms:.0f}ms: attainment {r.attainment():.2%} "
+        f"of requests within {slo_ms:.0f}ms; p50 {r.percentile(50) * 1000:.0f}ms "
+        f"p95 {r.percentile(95) * 1000:.0f}ms p99 {r.percentile(99) * 1000:.0f}ms; "
+        f"rejected {r.rejected}",
+        f"GPU-hours {r.gpu_hours:.3f} (warm pods included), cost {r.cost:.2f}, "
+        f"scale events {r.scale_events}, bounds {policy.min_replicas}-{policy.max_replicas}",
+    ]
+    return "\n".join(lines)
+
+
+def _bucket(r: SimResult) -> float:
+    return max(r.duration / 24.0, 1.0)
+
+
+def _replicas_line(r: SimResult) -> str:
+    size = _bucket(r)
+    counts: dict[int, list[int]] = {}
+    for point in r.timeline:
+        counts.setdefault(int(point.at // size), []).append(point.pods)
+    return " ".join(str(round(sum(v) / len(v))) for _, v in sorted(counts.items()))
+
+
+def _plot(r: SimResult, out: Path, *, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    times = [p.at for p in r.timeline]
+    fig, (load, pods, lat) = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
+    load.plot(times, [p.demand for p in r.timeline], color="tab:blue", lw=1)
+    load.set_ylabel("arrivals (req/s)")
+    pods.step(times, [p.pods for p in r.timeline], where="post", label="pods (GPUs)")
+    pods.step(times, [p.serving_ready for p in r.timeline], where="post", label="serving")
+    pods.set_ylabel("replicas")
+    pods.legend(loc="upper left")
+    window = max(10.0, r.duration / 60)
+    mids, p95s = [], []
+    t = 0.0
+    while t < r.duration:
+        chunk = sorted(
+            lat for a, lat in zip(r.arrivals, r.latencies, strict=True) if t <= a < t + window
+        )
+        if chunk:
+            mids.append(t + window / 2)
+            p95s.append(min(chunk[int(0.95 * (len(chunk) - 1))], r.slo_latency * 5) * 1000)
+        t += window
+    lat.plot(mids, p95s, color="tab:red", lw=1, label=f"p95 per {window:.0f}s")
+    lat.axhline(r.slo_latency * 1000, color="black", ls="--", lw=1, label="SLO")
+    lat.set_ylabel("latency (ms)")
+    lat.set_xlabel("seconds")
+    lat.legend(loc="upper left")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,206 @@
+"""Simulator configuration from an InferenceService, its AcceleratorClasses and a
+service-time model.
+
+The CRD does not say how long the model takes; the simulator needs it. The
+:class:`ServiceTimeModel` gives time per execution and per item on the reference class,
+at the precision it was measured at, with optional per-class measurements. Without one,
+the model's own parameters are used as the policy reads them (``exec_time_ms`` /
+``per_item_ms``, as the demo catalogue's sleeper states them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuserve.api.durations import parse_duration
+from gpuserve.api.models import AcceleratorClassSpec, InferenceServiceSpec
+from gpuserve.autoscaling.config import ServiceProfile
+from gpuserve.autoscaling.from_spec import service_profile
+from gpuserve.sim.config import (
+    AcceleratorPool,
+    Balancing,
+    BatcherConfig,
+    QueuePolicy,
+    ServiceTimes,
+    SimConfig,
+)
+
+# Throughput of each precision relative to fp32 on tensor-core GPUs: a rough prior used
+# only to move a measurement from one precision to another.
+PRECISION_SPEEDUP: dict[str, float] = {
+    "fp32": 1.0,
+    "fp16": 2.0,
+    "bf16": 2.0,
+    "int8": 3.0,
+    "fp8": 3.5,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ClassTimes:
+    per_batch: float
+    per_item: float
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceTimeModel:
+    """Seconds per execution and per item on the reference class (relative speed 1.0),
+    measured at ``precision``; ``classes`` holds measurements on named classes."""
+
+    per_batch: float
+    per_item: float
+    precision: str = "fp32"
+    classes: Mapping[str, ClassTimes] = field(default_factory=dict)
+    cold_start: float = 60.0
+    warm_start: float = 2.0
+    jitter_cv: float = 0.0
+
+    def factor_for(self, precision: str) -> float:
+        """Multiplier that moves these times to ``precision``."""
+        return PRECISION_SPEEDUP.get(self.precision, 1.0) / PRECISION_SPEEDUP.get(precision, 1.0)
+
+
+def parse_service_time_model(body: Mapping[str, Any]) -> ServiceTimeModel:
+    """From YAML such as::
+
+    kind: ServiceTimes
+    timePerBatch: 5ms
+    timePerItem: 0.2ms
+    precision: fp32          # what the times were measured at
+    coldStart: 45s
+    warmStart: 2s
+    classes:
+      l4: {timePerBatch: 9ms, timePerItem: 0.5ms}
+    """
+
+    def seconds(value: object, name: str) -> float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return parse_duration(value)
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}") from exc
+        raise ValueError(f"{name}: expected a duration such as 5ms, got {value!r}")
+
+    classes = {
+        str(name): ClassTimes(
+            per_batch=seconds(times.get("timePerBatch"), f"classes.{name}.timePerBatch"),
+            per_item=seconds(times.get("timePerItem"), f"classes.{name}.timePerItem"),
+        )
+        for name, times in (body.get("classes") or {}).items()
+    }
+    precision = str(body.get("precision", "fp32"))
+    if precision not in PRECISION_SPEEDUP:
+        raise ValueError(f"precision: one of {', '.join(PRECISION_SPEEDUP)}, got {precision!r}")
+    return ServiceTimeModel(
+        per_batch=seconds(body.get("timePerBatch"), "timePerBatch"),
+        per_item=seconds(body.get("timePerItem"), "timePerItem"),
+        precision=precision,
+        classes=classes,
+        cold_start=seconds(body.get("coldStart", 60.0), "coldStart"),
+        warm_start=seconds(body.get("warmStart", 2.0), "warmStart"),
+        jitter_cv=float(body.get("jitter", 0.0)),
+    )
+
+
+def default_times(spec: InferenceServiceSpec) -> ServiceTimeModel:
+    """The model's own stated times, taken to be at the service's precision."""
+    profile = service_profile(spec)
+    return ServiceTimeModel(
+        per_batch=profile.time_per_batch,
+        per_item=profile.time_per_item,
+        precision=spec.precision,
+    )
+
+
+def profile_from_spec(spec: InferenceServiceSpec, times: ServiceTimeModel) -> ServiceProfile:
+    """The policy's view of the service with the simulator's times (reference class)."""
+    factor = times.factor_for(spec.precision)
+    base = service_profile(spec)
+    return ServiceProfile(
+        time_per_batch=times.per_batch * factor,
+        time_per_item=times.per_item * factor,
+        max_batch_size=base.max_batch_size,
+        max_queue_delay=base.max_queue_delay,
+        instances=base.instances,
+        dynamic_batching=base.dynamic_batching,
+        preferred_batch_sizes=base.preferred_batch_sizes,
+    )
+
+
+def batcher_from_spec(spec: InferenceServiceSpec) -> BatcherConfig:
+    batching = spec.batching
+    levels = batching.priority_levels
+    default_level = batching.default_priority_level
+    if default_level is None:  # the tier decides, as the operator renders it
+        default_level = 1 if spec.tier == "interactive" or levels == 0 else levels
+    policy = QueuePolicy()
+    if batching.queue_policy is not None:
+        qp = batching.queue_policy
+        policy = QueuePolicy(
+            max_queue_size=qp.max_queue_size,
+            timeout=parse_duration(qp.timeout) if qp.timeout else 0.0,
+            action="delay" if qp.timeout_action == "Delay" else "reject",
+        )
+    return BatcherConfig(
+        max_batch_size=batching.max_batch_size,
+        dynamic_batching=batching.max_batch_size > 0,
+        preferred_batch_sizes=tuple(batching.preferred_batch_sizes),
+        max_queue_delay=parse_duration(batching.max_queue_delay),
+        priority_levels=levels,
+        default_priority=default_level,
+        default_policy=policy,
+    )
+
+
+def sim_config_from_spec(
+    *,
+    spec: InferenceServiceSpec,
+    classes: Mapping[str, AcceleratorClassSpec],
+    times: ServiceTimeModel | None = None,
+    balancing: Balancing = "random",
+    scrape_interval: float = 5.0,
+    seed: int = 1,
+) -> SimConfig:
+    """Classes named by the spec but not defined get speed 1.0 and cost 1.0 per hour."""
+    times = times or default_times(spec)
+    factor = times.factor_for(spec.precision)
+    pools = []
+    for name in spec.accelerators.classes:
+        accel = classes.get(name)
+        measured = times.classes.get(name)
+        pools.append(
+            AcceleratorPool(
+                name=name,
+                speed=accel.relative_speed if accel else 1.0,
+                cost_per_hour=(accel.cost_per_hour if accel else 1.0)
+                * spec.accelerators.gpus_per_pod,
+                cold_start=times.cold_start,
+                warm_start=times.warm_start,
+                per_batch=measured.per_batch * factor if measured else None,
+                per_item=measured.per_item * factor if measured else None,
+            )
+        )
+    scaling = spec.scaling
+    return SimConfig(
+        batcher=batcher_from_spec(spec),
+        service=ServiceTimes(
+            per_batch=times.per_batch,
+            per_item=times.per_item,
+            precision_factor=factor,
+            jitter_cv=times.jitter_cv,
+        ),
+        classes=tuple(pools),
+        slo_latency=spec.slo.latency_s,
+        slo_quantile=spec.slo.percentile / 100.0,
+        instances=spec.triton.instance_count,
+        initial_replicas=max(1, scaling.min_replicas),
+        warm_pool=scaling.warm_pool,
+        balancing=balancing,
+        scrape_interval=scrape_interval,
+        rate_window=4 * scrape_interval,
+        seed=seed,
+    )

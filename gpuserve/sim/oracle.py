@@ -1,0 +1,108 @@
+"""The oracle: fewest serving replicas per window that meet the attainment target, knowing
+every future arrival and starting pods instantly. Its GPU-hours are a lower bound for any
+real policy on the same workload (up to the window granularity)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from gpuserve.sim.config import SimConfig
+from gpuserve.sim.scalers import ScaleOrder, ScalerView, resize_to
+from gpuserve.sim.simulating import simulate
+from gpuserve.sim.workload import Workload
+
+
+@dataclass(frozen=True, slots=True)
+class OraclePlan:
+    window: float
+    replicas: tuple[int, ...]  # serving replicas for [k*window, (k+1)*window)
+
+    def at(self, t: float) -> int:
+        k = min(len(self.replicas) - 1, max(0, int(t // self.window)))
+        return self.replicas[k]
+
+    @property
+    def peak(self) -> int:
+        return max(self.replicas)
+
+
+class _Hold:
+    name = "hold"
+    interval = 1e9
+    offset = 1e9
+
+    def step(self, view: ScalerView) -> ScaleOrder:
+        return ScaleOrder()
+
+
+def plan_oracle(
+    *,
+    config: SimConfig,
+    workload: Workload,
+    window: float = 30.0,
+    target: float = 0.99,
+    max_replicas: int = 200,
+    refine_rounds: int = 3,
+) -> OraclePlan:
+    """Per window, the fewest replicas whose requests meet ``target`` attainment.
+
+    Each window is searched on its own (empty queues, instant pods); the schedule is
+    then checked end to end and any window the carried-over queue pushes below target
+    gets one more replica, for a few rounds.
+    """
+    base = replace(config, warm_pool=0, scrape_outages=(), measure_from=0.0)
+    count = int(workload.duration // window) + 1
+    plan: list[int] = []
+    for k in range(count):
+        part = workload.window(k * window, (k + 1) * window)
+        plan.append(_fewest(base, part, target, max_replicas, start=plan[-1] if plan else 1))
+    for _ in range(refine_rounds):
+        result = simulate(
+            config=replace(base, initial_replicas=plan[0]),
+            workload=workload,
+            scaler=OracleScaler(OraclePlan(window, tuple(plan))),
+        )
+        short = [
+            k
+            for k in range(count)
+            if result.attainment(k * window, (k + 1) * window) < target and plan[k] < max_replicas
+        ]
+        if not short:
+            break
+        for k in short:
+            plan[k] += 1
+    return OraclePlan(window, tuple(plan))
+
+
+def _fewest(config: SimConfig, part: Workload, target: float, most: int, *, start: int) -> int:
+    if len(part) == 0:
+        return 1
+
+    def meets(n: int) -> bool:
+        result = simulate(config=replace(config, initial_replicas=n), workload=part, scaler=_Hold())
+        return result.attainment() >= target
+
+    n = max(1, start)
+    if meets(n):
+        while n > 1 and meets(n - 1):
+            n -= 1
+        return n
+    while n < most and not meets(n + 1):
+        n += 1
+    return min(most, n + 1)
+
+
+class OracleScaler:
+    """Follows a plan at window boundaries with instantly ready pods."""
+
+    name = "oracle"
+
+    def __init__(self, plan: OraclePlan) -> None:
+        self.plan = plan
+        self.interval = plan.window
+        self.offset = 0.0
+
+    def step(self, view: ScalerView) -> ScaleOrder:
+        # Evaluate just after the boundary so the next window's size applies to all of it.
+        target = self.plan.at(view.now + 1e-6)
+        return resize_to(view.pools, target, reason=f"oracle plan: {target}", instant=True)

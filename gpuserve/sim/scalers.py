@@ -1,0 +1,94 @@
+"""The contract between the simulator and an autoscaler, and gpuserve's policy behind it.
+
+The simulator calls ``step`` every ``interval`` seconds with what a controller could see
+at that moment (Prometheus samples, pod counts) and applies the returned order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from gpuserve.autoscaling.config import PolicyConfig
+from gpuserve.autoscaling.deciding import decide
+from gpuserve.autoscaling.decision import ClassAction, Decision, PolicyMemory
+from gpuserve.autoscaling.pools import PoolState
+from gpuserve.sim.scraping import MetricStore
+
+
+@dataclass(frozen=True, slots=True)
+class ScalerView:
+    now: float
+    pools: PoolState
+    store: MetricStore
+    history_span: float
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleOrder:
+    """Per-class actions; ``instant`` makes new pods ready at once (the oracle only)."""
+
+    actions: tuple[ClassAction, ...] = ()
+    reason: str = ""
+    instant: bool = False
+
+    @property
+    def changes(self) -> bool:
+        return any(a.promote_warm or a.start or a.remove for a in self.actions)
+
+
+class Scaler(Protocol):
+    name: str
+    interval: float
+    offset: float
+
+    def step(self, view: ScalerView) -> ScaleOrder: ...
+
+
+def resize_to(pools: PoolState, target: int, *, reason: str, instant: bool = False) -> ScaleOrder:
+    """A Deployment-style resize: new pods in preference order (free capacity permitting),
+    removals from the least preferred class. No warm pool: peers keep none."""
+    delta = target - pools.committed
+    actions: list[ClassAction] = []
+    if delta > 0:
+        for pool in pools.classes:
+            room = pool.free_capacity if pool.free_capacity is not None else delta
+            take = min(delta, max(0, room))
+            if take:
+                actions.append(ClassAction(pool.name, start=take))
+                delta -= take
+    elif delta < 0:
+        left = -delta
+        for pool in reversed(pools.classes):
+            take = min(left, pool.committed)
+            if take:
+                actions.append(ClassAction(pool.name, remove=take))
+                left -= take
+    return ScaleOrder(tuple(actions), reason, instant)
+
+
+@dataclass
+class GpuserveScaler:
+    """gpuserve's policy, called exactly as the operator's autoscaler controller calls it:
+    history from Prometheus, pool state, the clock, and the memory kept in status."""
+
+    config: PolicyConfig
+    interval: float = 5.0
+    offset: float = 0.5
+    name: str = "gpuserve"
+    memory: PolicyMemory = field(default_factory=PolicyMemory)
+    decisions: list[tuple[float, Decision]] = field(default_factory=list)
+    keep_decisions: bool = False
+
+    def step(self, view: ScalerView) -> ScaleOrder:
+        decision = decide(
+            config=self.config,
+            history=view.store.history(view.now, view.history_span),
+            pools=view.pools,
+            now=view.now,
+            memory=self.memory,
+        )
+        self.memory = decision.memory
+        if self.keep_decisions:
+            self.decisions.append((view.now, decision))
+        return ScaleOrder(decision.actions, decision.reason)

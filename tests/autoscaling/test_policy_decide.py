@@ -1,0 +1,323 @@
+"""Behaviour of the autoscaling policy on synthetic metric histories."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import replace
+
+from policy_helpers import config, history, pools
+
+from gpuserve.autoscaling import (
+    ClassPool,
+    Decision,
+    MetricHistory,
+    MetricSample,
+    PolicyMemory,
+    PoolState,
+    decide,
+    replica_capacity,
+)
+
+
+def run(
+    *,
+    rate: float | object,
+    serving: int,
+    now: float = 300.0,
+    memory: PolicyMemory | None = None,
+    **kw: object,
+) -> Decision:
+    cfg = kw.pop("cfg", config())
+    hist = kw.pop("hist", None) or history(rate, start=now - 120, end=now)  # type: ignore[arg-type]
+    state = kw.pop("state", None) or pools(serving)
+    return decide(
+        config=cfg,  # type: ignore[arg-type]
+        history=hist,  # type: ignore[arg-type]
+        pools=state,  # type: ignore[arg-type]
+        now=now,
+        memory=memory or PolicyMemory(since=0.0),
+    )
+
+
+def capacity() -> float:
+    cfg = config()
+    return replica_capacity(
+        profile=cfg.profile, slo_latency=cfg.slo_latency, quantile=cfg.plan_quantile
+    ).rate
+
+
+# --------------------------------------------------------------------------- steady load
+
+
+def test_steady_load_sizes_from_the_slo_capacity() -> None:
+    cap = capacity()
+    decision = run(rate=4.5 * cap, serving=5)
+    assert decision.mode == "steady"
+    assert decision.desired_replicas == 5
+    assert decision.actions == ()
+    assert "needs 5 replicas" in decision.reason
+    assert math.isclose(decision.signals["demandStable"], 4.5 * cap, rel_tol=1e-9)
+
+
+def test_steady_load_above_capacity_scales_up_at_once() -> None:
+    cap = capacity()
+    decision = run(rate=7.5 * cap, serving=5)
+    assert decision.desired_replicas == 8
+    assert decision.started == 3 and decision.removed == 0
+
+
+def test_capacity_grows_with_a_looser_slo() -> None:
+    cfg = config()
+    tight = replica_capacity(profile=cfg.profile, slo_latency=1.2, quantile=0.99)
+    loose = replica_capacity(profile=cfg.profile, slo_latency=4.0, quantile=0.99)
+    assert 0 < tight.rate < loose.rate < loose.saturation_rate
+
+
+def test_slo_shorter_than_one_execution_is_infeasible() -> None:
+    cfg = config()
+    estimate = replica_capacity(profile=cfg.profile, slo_latency=0.1, quantile=0.95)
+    assert not estimate.feasible
+
+
+# --------------------------------------------------------------------------- missing data
+
+
+def test_no_samples_holds_and_says_so() -> None:
+    decision = run(rate=0.0, serving=4, hist=MetricHistory(()))
+    assert decision.mode == "hold"
+    assert decision.desired_replicas == 4
+    assert "no metrics" in decision.reason
+
+
+def test_stale_samples_hold_and_never_scale_down() -> None:
+    # Demand would need one replica, but the newest sample is 100 s old.
+    old = history(0.5, start=100.0, end=200.0)
+    decision = run(rate=0.5, serving=6, hist=old, now=300.0)
+    assert decision.mode == "hold"
+    assert decision.desired_replicas == 6
+    assert "stale" in decision.reason
+
+
+def test_nan_rates_hold() -> None:
+    nan = float("nan")
+    samples = tuple(
+        MetricSample(at=t, queue_depth=0.0, arrival_rate=nan, success_rate=nan)
+        for t in range(180, 301, 5)
+    )
+    decision = run(rate=0.0, serving=6, hist=MetricHistory(samples))
+    assert decision.mode == "hold"
+    assert decision.desired_replicas == 6
+    assert "missing or NaN" in decision.reason
+
+
+def test_missing_rates_with_a_deep_queue_scale_up() -> None:
+    samples = tuple(MetricSample(at=t, queue_depth=200.0) for t in range(180, 301, 5))
+    decision = run(rate=0.0, serving=2, hist=MetricHistory(samples))
+    assert decision.desired_replicas > 2
+    assert "queue depth 200" in decision.reason
+
+
+def test_hold_still_respects_min_replicas() -> None:
+    decision = run(rate=0.0, serving=0, hist=MetricHistory(()), cfg=config(min_replicas=2))
+    assert decision.desired_replicas == 2
+    assert decision.started == 2
+
+
+def test_memory_survives_a_status_round_trip_and_bad_status() -> None:
+    memory = PolicyMemory(
+        recommendations=((1.0, 3), (6.0, 4)), since=0.5, last_scale_up=6.0, panic_until=70.0
+    )
+    assert PolicyMemory.from_status(memory.to_status()) == memory
+    assert PolicyMemory.from_status({"recommendations": [["x"]], "since": "y"}) == PolicyMemory()
+
+
+# --------------------------------------------------------------------------- bursts and panic
+
+
+def test_burst_in_the_short_window_panics_and_scales_up() -> None:
+    cap = capacity()
+
+    # 60 s at 3 replicas' worth, then the last 6 s at 8 replicas' worth.
+    def rate(t: float) -> float:
+        return 8 * cap if t >= 295 else 3 * cap
+
+    decision = run(rate=rate, serving=4)
+    assert decision.mode == "panic"
+    assert decision.desired_replicas >= 8
+    assert "panic" in decision.reason
+
+
+def test_no_scale_down_while_panicking() -> None:
+    cap = capacity()
+    memory = PolicyMemory(since=0.0, panic_until=330.0)
+    decision = run(rate=1 * cap, serving=8, memory=memory)
+    assert decision.mode == "panic"
+    assert decision.desired_replicas == 8
+    assert "no scale-down while panicking" in decision.reason
+
+
+# --------------------------------------------------------------------------- stabilisation
+
+
+def test_scale_down_waits_for_the_stabilisation_window() -> None:
+    cap = capacity()
+    cfg = config(scale_down_window=120.0)
+    memory = PolicyMemory(since=0.0, recommendations=((250.0, 8),))
+    held = run(rate=3 * cap, serving=8, memory=memory, cfg=cfg)
+    assert held.desired_replicas == 8
+    assert "held at 8" in held.reason
+    later = run(
+        rate=3 * cap,
+        serving=8,
+        memory=held.memory,
+        cfg=cfg,
+        now=390.0,
+        hist=history(3 * cap, start=270.0, end=390.0),
+    )
+    assert later.desired_replicas < 8
+
+
+def test_scale_down_is_rate_limited_per_step() -> None:
+    decision = run(rate=0.5, serving=16, cfg=config(scale_down_max_fraction=0.25))
+    assert decision.desired_replicas == 12
+
+
+def test_flapping_load_does_not_oscillate() -> None:
+    cap = capacity()
+    cfg = config()
+    memory = PolicyMemory(since=0.0)
+    serving = 6
+    sizes = []
+    for step in range(60):  # 5 minutes, demand alternating every 20 s between 3 and 6
+        now = 300.0 + 5 * step
+
+        def rate(t: float) -> float:
+            return 6 * cap if int(t // 20) % 2 else 3 * cap
+
+        decision = decide(
+            config=cfg,
+            history=history(rate, start=now - 120, end=now),
+            pools=pools(serving),
+            now=now,
+            memory=memory,
+        )
+        memory = decision.memory
+        serving = decision.desired_replicas
+        sizes.append(serving)
+    changes = sum(1 for a, b in itertools.pairwise(sizes) if a != b)
+    assert changes <= 2, sizes
+    assert min(sizes) >= 5  # never sized for the troughs
+
+
+def test_first_window_after_restart_does_not_scale_down() -> None:
+    decision = run(rate=0.5, serving=8, memory=PolicyMemory())
+    assert decision.desired_replicas == 8
+
+
+# --------------------------------------------------------------------------- bounds
+
+
+def test_min_and_max_replicas_clamp_the_target() -> None:
+    cap = capacity()
+    assert run(rate=40 * cap, serving=5, cfg=config(max_replicas=7)).desired_replicas == 7
+    assert run(rate=0.0, serving=3, cfg=config(min_replicas=3)).desired_replicas == 3
+
+
+def test_scale_up_is_rate_limited_but_at_least_the_minimum_step() -> None:
+    cap = capacity()
+    decision = run(rate=30 * cap, serving=2, cfg=config(max_replicas=50))
+    assert decision.desired_replicas == 6  # max(2 * 2, 2 + 4)
+    assert "limited" in decision.reason
+
+
+# --------------------------------------------------------------------------- warm pool, classes
+
+
+def test_warm_pods_are_promoted_before_new_pods_start() -> None:
+    cap = capacity()
+    decision = run(rate=7.5 * cap, serving=5, state=pools(5, warm=2))
+    assert decision.promoted == 2
+    assert decision.started == 1
+    assert "promoting 2 warm pods" in decision.reason
+
+
+def test_classes_fill_in_preference_order_within_free_capacity() -> None:
+    cap = capacity()
+    state = PoolState(
+        (
+            ClassPool(name="h100", speed=1.0, serving_ready=2, free_capacity=1),
+            ClassPool(name="l4", speed=1.0, serving_ready=0, free_capacity=None),
+        )
+    )
+    decision = run(rate=5.5 * cap, serving=2, state=state)
+    by_name = {a.name: a for a in decision.actions}
+    assert by_name["h100"].start == 1
+    assert by_name["l4"].start == 3
+
+
+def test_faster_class_needs_fewer_pods() -> None:
+    cap = capacity()
+    slow = PoolState((ClassPool(name="t4", speed=1.0, serving_ready=1),))
+    fast = PoolState((ClassPool(name="h100", speed=2.0, serving_ready=1),))
+    assert (
+        run(rate=6 * cap, serving=1, state=fast).desired_replicas
+        < run(rate=6 * cap, serving=1, state=slow).desired_replicas
+    )
+
+
+def test_unplaceable_pods_are_reported() -> None:
+    cap = capacity()
+    decision = run(rate=6 * cap, serving=2, state=pools(2, free=1))
+    assert decision.desired_replicas == 3
+    assert "could not be placed" in decision.reason
+
+
+def test_scale_down_removes_from_the_least_preferred_class() -> None:
+    state = PoolState(
+        (
+            ClassPool(name="h100", serving_ready=3),
+            ClassPool(name="l4", serving_ready=3),
+        )
+    )
+    decision = run(rate=0.5, serving=6, state=state, cfg=config(scale_down_max_fraction=0.5))
+    removed = {a.name: a.remove for a in decision.actions}
+    assert removed == {"l4": 3}
+
+
+# --------------------------------------------------------------------------- start-up lookahead
+
+
+def test_rising_trend_scales_ahead_by_the_startup_time() -> None:
+    cap = capacity()
+
+    def ramp(t: float) -> float:  # +1 replica's worth every 15 s
+        return cap * (3 + (t - 180) / 15)
+
+    slow = run(rate=ramp, serving=11, state=replace_cold(pools(11), 120.0))
+    fast = run(rate=ramp, serving=11, state=replace_cold(pools(11), 5.0))
+    assert slow.desired_replicas > fast.desired_replicas >= 11
+    assert "lookahead" in slow.reason
+
+
+def test_noisy_flat_load_buys_no_lookahead() -> None:
+    cap = capacity()
+
+    def noisy(t: float) -> float:
+        return cap * (4.5 + (0.3 if int(t) % 10 else -0.3))
+
+    decision = run(rate=noisy, serving=5, state=replace_cold(pools(5), 120.0))
+    assert decision.signals["demandSlope"] == 0.0
+    assert decision.desired_replicas == 5
+
+
+def test_latency_over_budget_scales_up_even_if_the_rate_model_is_fine() -> None:
+    cap = capacity()
+    hist = history(3 * cap, start=180, end=300, queue_time=2.5, p95=4.0)
+    decision = run(rate=3 * cap, serving=4, hist=hist)
+    assert decision.desired_replicas > 4
+    assert "measured latency" in decision.reason
+
+
+def replace_cold(state: PoolState, cold: float) -> PoolState:
+    return PoolState(tuple(replace(p, cold_start=cold) for p in state.classes))

@@ -1,0 +1,220 @@
+"""Pods, metrics and scalers in the simulator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import pytest
+
+from gpuserve.autoscaling import ClassAction, PolicyConfig, ServiceProfile
+from gpuserve.sim.baselines import HpaBehaviour, HpaQueueDepth, KedaPrometheus, KnativeKpa
+from gpuserve.sim.config import AcceleratorPool, BatcherConfig, ServiceTimes, SimConfig
+from gpuserve.sim.oracle import OracleScaler, plan_oracle
+from gpuserve.sim.scalers import GpuserveScaler, ScaleOrder, ScalerView
+from gpuserve.sim.simulating import Simulation, simulate
+from gpuserve.sim.workload import (
+    Workload,
+    parse_azure_trace,
+    poisson_workload,
+    rate_profile_workload,
+    workload_from_trace,
+)
+
+PROFILE = ServiceProfile(
+    time_per_batch=0.06, time_per_item=0.12, max_batch_size=8, max_queue_delay=0.02
+)
+
+
+def config(**kw: object) -> SimConfig:
+    base = SimConfig(
+        batcher=BatcherConfig(max_batch_size=8, max_queue_delay=0.02),
+        service=ServiceTimes(per_batch=0.06, per_item=0.12),
+        classes=(AcceleratorPool("gpu", cold_start=30.0, warm_start=2.0, cost_per_hour=3.6),),
+        slo_latency=2.0,
+    )
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
+@dataclass
+class Scripted:
+    """Applies fixed orders at given times and records what it saw."""
+
+    orders: dict[float, ScaleOrder]
+    name: str = "scripted"
+    interval: float = 1.0
+    offset: float = 0.0
+    seen: list[ScalerView] = field(default_factory=list)
+
+    def step(self, view: ScalerView) -> ScaleOrder:
+        self.seen.append(view)
+        return self.orders.get(round(view.now, 3), ScaleOrder())
+
+
+def test_new_pods_serve_only_after_the_cold_start() -> None:
+    scaler = Scripted({5.0: ScaleOrder((ClassAction("gpu", start=2),))})
+    result = simulate(
+        config=config(initial_replicas=1),
+        workload=poisson_workload(rate=1.0, duration=60, seed=3),
+        scaler=scaler,
+    )
+    at = {round(p.at): p for p in result.timeline}
+    assert at[30].serving_ready == 1 and at[30].committed == 3
+    assert at[40].serving_ready == 3
+    views = {round(v.now, 3): v for v in scaler.seen}
+    assert views[10.0].pools.classes[0].starting == pytest.approx((5.0, 5.0))
+
+
+def test_warm_pods_promote_in_seconds_and_the_pool_refills() -> None:
+    scaler = Scripted({5.0: ScaleOrder((ClassAction("gpu", promote_warm=1),))})
+    result = simulate(
+        config=config(initial_replicas=1, warm_pool=1),
+        workload=poisson_workload(rate=1.0, duration=60, seed=3),
+        scaler=scaler,
+    )
+    at = {round(p.at): p for p in result.timeline}
+    assert at[10].serving_ready == 2
+    assert at[10].warm == 1  # a replacement is starting
+    assert at[10].pods == 3
+
+
+def test_gpu_time_and_cost_count_warm_and_starting_pods() -> None:
+    workload = Workload(arrivals=(0.0, 100.0), items=(1, 1))
+    result = simulate(
+        config=config(initial_replicas=2, warm_pool=1), workload=workload, scaler=Scripted({})
+    )
+    assert result.gpu_seconds == pytest.approx(3 * result.duration, rel=1e-6)
+    assert result.cost == pytest.approx(3 * result.duration / 3600 * 3.6, rel=1e-6)
+
+
+def test_removed_pods_drain_their_queue() -> None:
+    workload = Workload(arrivals=tuple(0.001 * k for k in range(40)), items=(1,) * 40)
+    scaler = Scripted({0.5: ScaleOrder((ClassAction("gpu", remove=1),))}, offset=0.5)
+    result = simulate(
+        config=config(initial_replicas=2, balancing="round_robin"),
+        workload=workload,
+        scaler=scaler,
+    )
+    assert result.rejected == 0
+    assert all(lat < float("inf") for lat in result.latencies)
+
+
+def test_round_robin_spreads_requests_evenly() -> None:
+    sim = Simulation(
+        config=config(initial_replicas=4, balancing="round_robin"),
+        workload=poisson_workload(rate=20.0, duration=20, seed=1),
+        scaler=Scripted({}),
+    )
+    sim.run()
+    served = [p.success for p in sim.pods]
+    assert max(served) - min(served) <= 1
+
+
+def test_metrics_show_the_offered_rate_and_nan_queue_time_when_idle() -> None:
+    busy_part = rate_profile_workload(rates=[(60.0, 5.0)], seed=2)
+    workload = Workload(arrivals=(*busy_part.arrivals, 130.0), items=(1,) * (len(busy_part) + 1))
+    scaler = Scripted({})
+    sim = Simulation(config=config(initial_replicas=3), workload=workload, scaler=scaler)
+    sim.run()
+    busy = sim.store.history(60.0, 30.0).samples
+    assert sum(s.get("arrival_rate") or 0 for s in busy) / len(busy) == pytest.approx(5.0, rel=0.3)
+    idle = sim.store.history(119.0, 10.0).latest
+    assert idle is not None
+    assert idle.get("avg_queue_time") is None  # 0/0 over an idle window
+    assert idle.get("success_rate") == 0.0
+
+
+def test_scrape_outage_makes_the_policy_hold() -> None:
+    policy = PolicyConfig(profile=PROFILE, slo_latency=2.0, min_replicas=1, max_replicas=10)
+    scaler = GpuserveScaler(config=policy, keep_decisions=True)
+    simulate(
+        config=config(initial_replicas=6, scrape_outages=((100.0, 200.0),)),
+        workload=poisson_workload(rate=1.0, duration=240, seed=5),
+        scaler=scaler,
+    )
+    during = [d for t, d in scaler.decisions if 140.0 <= t < 200.0]
+    assert during and all(d.mode == "hold" and "stale" in d.reason for d in during)
+    assert all(d.desired_replicas >= d.current_replicas for d in during)
+
+
+def test_gpuserve_policy_follows_a_step_in_load() -> None:
+    policy = PolicyConfig(
+        profile=PROFILE, slo_latency=2.0, min_replicas=1, max_replicas=20, cold_start=30.0
+    )
+    workload = rate_profile_workload(rates=[(120.0, 5.0), (240.0, 25.0), (240.0, 5.0)], seed=4)
+    result = simulate(
+        config=config(initial_replicas=2), workload=workload, scaler=GpuserveScaler(config=policy)
+    )
+    at = {round(p.at): p for p in result.timeline}
+    assert at[100].committed <= 2
+    assert at[340].serving_ready >= 5
+    assert at[595].committed <= 3
+    assert result.attainment(start=180.0, end=360.0) > 0.95
+
+
+def test_hpa_behaviour_follows_the_documented_defaults() -> None:
+    hpa = HpaBehaviour(min_replicas=1, max_replicas=50)
+    # Scale-up: at most max(4 pods, 100%) per sync.
+    assert hpa.next_size(now=0.0, current=2, ready=2, usage_ratio=10.0) == 6
+    assert hpa.next_size(now=15.0, current=6, ready=6, usage_ratio=10.0) == 12
+    # Within the 10% tolerance nothing moves.
+    assert hpa.next_size(now=30.0, current=12, ready=12, usage_ratio=1.05) == 12
+    # Scale-down waits for the highest recommendation of the last 300 s.
+    assert hpa.next_size(now=100.0, current=12, ready=12, usage_ratio=0.1) == 12
+    assert hpa.next_size(now=310.0, current=12, ready=12, usage_ratio=0.1) == 12
+    assert hpa.next_size(now=420.0, current=12, ready=12, usage_ratio=0.1) == 2
+    # No metric: no change.
+    assert hpa.next_size(now=430.0, current=2, ready=2, usage_ratio=None) == 2
+
+
+def test_baselines_scale_with_load_in_the_simulator() -> None:
+    workload = rate_profile_workload(rates=[(200.0, 20.0), (250.0, 2.0)], seed=4)
+    for scaler in (
+        HpaQueueDepth(target_per_pod=0.5, min_replicas=1, max_replicas=20),
+        KedaPrometheus(threshold=4.0, min_replicas=1, max_replicas=20),
+        KnativeKpa(target_concurrency=3.0, min_replicas=1, max_replicas=20),
+    ):
+        result = simulate(config=config(initial_replicas=2), workload=workload, scaler=scaler)
+        assert max(p.committed for p in result.timeline) >= 4, scaler.name
+
+
+def test_kpa_panics_on_a_burst_and_never_scales_down_in_panic() -> None:
+    workload = rate_profile_workload(rates=[(90.0, 2.0), (30.0, 30.0), (60.0, 2.0)], seed=4)
+    kpa = KnativeKpa(target_concurrency=3.0, min_replicas=1, max_replicas=30)
+    result = simulate(config=config(initial_replicas=2), workload=workload, scaler=kpa)
+    sizes = [p.committed for p in result.timeline if 95 <= p.at <= 150]
+    assert max(sizes) > 2
+    peak_at = next(p.at for p in result.timeline if p.committed == max(sizes))
+    after = [p.committed for p in result.timeline if peak_at <= p.at <= peak_at + 50]
+    assert min(after) == max(sizes)  # held for the 60 s panic period
+
+
+def test_oracle_plan_meets_its_target_with_the_fewest_replicas() -> None:
+    workload = rate_profile_workload(rates=[(60.0, 4.0), (60.0, 20.0), (60.0, 8.0)], seed=6)
+    plan = plan_oracle(config=config(), workload=workload, window=30.0, target=0.99)
+    assert plan.replicas[2] > plan.replicas[0]
+    result = simulate(
+        config=config(initial_replicas=plan.replicas[0]),
+        workload=workload,
+        scaler=OracleScaler(plan),
+    )
+    assert result.attainment() >= 0.99
+    fewer = replace(plan, replicas=tuple(max(1, n - 1) for n in plan.replicas))
+    worse = simulate(
+        config=config(initial_replicas=fewer.replicas[0]),
+        workload=workload,
+        scaler=OracleScaler(fewer),
+    )
+    assert worse.attainment() < result.attainment()
+
+
+def test_trace_rows_become_requests_with_compressed_time() -> None:
+    lines = [
+        "TIMESTAMP,ContextTokens,GeneratedTokens",
+        "2023-11-16 18:15:46.6805900,374,44",
+        "2023-11-16 18:15:50.9951690,1396,109",
+    ]
+    rows = parse_azure_trace(lines)
+    assert rows[1].at == pytest.approx(4.314579, abs=1e-5)
+    workload = workload_from_trace(rows, compress=2.0, tokens_per_item=512, max_items=8)
+    assert workload.arrivals[1] == pytest.approx(4.314579 / 2, abs=1e-5)
+    assert workload.items == (1, 3)
