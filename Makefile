@@ -51,6 +51,9 @@ cluster-status: setup
 bench: setup cluster-build
 	$(PY) bench/cluster_startup.py --runs 3
 	$(PY) bench/triton_batching.py
+	$(PY) bench/reconcile_latency.py --services 50
+	$(PY) bench/autoscaling.py --compress 2
+	$(PY) bench/fidelity.py
 
 demo: setup
 	$(PY) -m cli.main demo $(DEMO_ARGS)

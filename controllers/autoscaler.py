@@ -44,6 +44,7 @@ PROMETHEUS_ENV = "GPUSERVE_PROMETHEUS_URL"
 INTERVAL_ENV = "GPUSERVE_AUTOSCALE_INTERVAL"
 EVAL_INTERVAL = float(os.environ.get(INTERVAL_ENV, "5"))
 WARN_EVERY_S = 300.0
+RATE_WINDOW_S = 15.0  # the rate() window of the Prometheus queries
 MAX_DECISIONS = 5
 
 _histories: defaultdict[tuple[str, str], deque[MetricSample]] = defaultdict(
@@ -62,7 +63,7 @@ def source() -> PrometheusSource | None:
         return None
     with _source_lock:
         if _source is None or _source.url != url:
-            _source = PrometheusSource(url)
+            _source = PrometheusSource(url, window=f"{RATE_WINDOW_S:.0f}s")
         return _source
 
 
@@ -128,7 +129,7 @@ def evaluate(body: dict[str, Any], kw: dict[str, Any]) -> Decision | None:
         )
     else:
         reading = src.read(namespace=key[0], service=key[1], now=now)
-    config = policy_config_from_spec(svc.spec, classes)
+    config = policy_config_from_spec(svc.spec, classes, rate_window=RATE_WINDOW_S)
     history = _history(key, reading, 2 * config.stable_window)
     memory = _memories.get(key) or PolicyMemory.from_status(status.autoscaler_memory)
     decision = decide(

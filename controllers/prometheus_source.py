@@ -36,7 +36,9 @@ def _queries(sel: str, window: str) -> dict[str, str]:
     return {
         "queue_depth": f"sum(nv_inference_pending_request_count{{{sel}}})",
         "success_rate": success,
+        # Triton counts no arrivals: demand = completions + failures + queue growth.
         "arrival_rate": f"{success} + (sum(rate(nv_inference_request_failure{{{sel}}}[{window}]))"
+        f" or vector(0)) + (sum(deriv(nv_inference_pending_request_count{{{sel}}}[{window}]))"
         " or vector(0))",
         "item_rate": rate("nv_inference_count"),
         "exec_rate": rate("nv_inference_exec_count"),
