@@ -63,6 +63,7 @@ class ClusterView:
     pods: list[PodState]
     children: Mapping[tuple[str, str], Obj] = field(default_factory=dict)
     extra_pod_labels: Mapping[str, str] = field(default_factory=dict)
+    prometheus_url: str = "http://prometheus.monitoring:9090"
 
 
 @dataclass
@@ -168,9 +169,17 @@ def _converge(body: Obj, view: ClusterView) -> Outcome:
         desired=wanted_total, order=order, now=pools_now, capacity=capacity, gpus_per_pod=per_pod
     )
     pools = {c: PoolPlan(replicas=plan.replicas[c], surge=plan.surge[c]) for c in order}
+    if svc.spec.scaling.engine == "keda":
+        # KEDA sizes the preferred class's Deployment; every ready pod serves.
+        pools = {c: PoolPlan(replicas=0) for c in order}
+        desired = sum(1 for p in view.pods if p.ready and not p.deleting)
     children = render_children(
         RenderInput(
-            service=svc, classes=classes, pools=pools, extra_pod_labels=view.extra_pod_labels
+            service=svc,
+            classes=classes,
+            pools=pools,
+            extra_pod_labels=view.extra_pod_labels,
+            prometheus_url=view.prometheus_url,
         )
     )
     # Roles first: demoted pods get their low deletion cost before a Deployment shrinks,
@@ -194,10 +203,19 @@ def _converge(body: Obj, view: ClusterView) -> Outcome:
     pending = [
         (child, view.children.get((child["kind"], child["metadata"]["name"]))) for child in children
     ]
+    # Kinds without an index (ScaledObject) are read before applying.
     results = _APPLIERS.map(
-        lambda pair: kube.apply_if_changed(pair[0], live=pair[1], fetch=False), pending
+        lambda pair: kube.apply_if_changed(
+            pair[0], live=pair[1], fetch=pair[0]["kind"] not in kube.INDEXED_KINDS
+        ),
+        pending,
     )
-    applied = sum(1 for written in results if written)
+    try:
+        applied = sum(1 for written in results if written)
+    except kube.KindNotServed as exc:
+        _stalled(status, gen=gen, reason="EngineUnavailable", message=str(exc))
+        _write_status(body, status, live_status)
+        return outcome
 
     _fill_status(
         status,

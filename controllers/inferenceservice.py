@@ -90,6 +90,8 @@ def view_of(key: tuple[str, str], kw: dict[str, Any]) -> ClusterView:
         pods=list(kw["service_pods"].get(key, [])),
         children=children,
         extra_pod_labels=extra_pod_labels(),
+        prometheus_url=os.environ.get("GPUSERVE_PROMETHEUS_URL")
+        or "http://prometheus.monitoring:9090",
     )
 
 

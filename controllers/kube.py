@@ -15,7 +15,7 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import NotFoundError
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from gpuserve.api.models import GROUP, VERSION
 from gpuserve.resources.naming import FIELD_MANAGER
@@ -25,6 +25,14 @@ Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 WRITES: collections.Counter[str] = collections.Counter()
+# Child kinds the operator watches through kopf indexes (so no GET is needed first).
+INDEXED_KINDS = frozenset({"ConfigMap", "Deployment", "Service", "PodDisruptionBudget"})
+
+
+class KindNotServed(RuntimeError):
+    """The API server does not serve a kind gpuserve was asked to create (e.g. KEDA's
+    ScaledObject without KEDA installed)."""
+
 
 _lock = threading.Lock()
 _dynamic: DynamicClient | None = None
@@ -54,7 +62,12 @@ def dynamic() -> DynamicClient:
 
 
 def _resource(api_version: str, kind: str) -> Any:
-    return dynamic().resources.get(api_version=api_version, kind=kind)
+    try:
+        return dynamic().resources.get(api_version=api_version, kind=kind)
+    except ResourceNotFoundError as exc:
+        raise KindNotServed(
+            f"the API server does not serve {kind} ({api_version}); is its operator installed?"
+        ) from exc
 
 
 def get(api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:

@@ -179,6 +179,11 @@ CASES: list[Case] = [
         _set("spec.batching.queuePolicy", {"timeout": "1ms", "timeoutAction": "Reject"}),
     ),
     Case("unknown-engine", "spec.scaling.engine", _set("spec.scaling.engine", "hpa")),
+    Case(
+        "keda-with-warm-pool",
+        "spec.scaling.warmPool",
+        _both(_set("spec.scaling.engine", "keda"), _set("spec.scaling.warmPool", 1)),
+    ),
     Case("empty-dims", "spec.model.inputs[0].dims", _empty_first_input_dims),
     Case("missing-model", "spec.model", _drop("spec.model")),
     Case("version-zero", "spec.model.version", _set("spec.model.version", 0)),

@@ -114,6 +114,7 @@ KIND_RESOURCES = {
     ("apps/v1", "Deployment"): ("apps", "deployments"),
     ("policy/v1", "PodDisruptionBudget"): ("policy", "poddisruptionbudgets"),
     ("scheduling.k8s.io/v1", "PriorityClass"): ("scheduling.k8s.io", "priorityclasses"),
+    ("keda.sh/v1alpha1", "ScaledObject"): ("keda.sh", "scaledobjects"),
 }
 # Cluster-scoped resources (gpuserve's own come from the CRDs' spec.scope).
 CLUSTER_SCOPED_BUILTIN = {

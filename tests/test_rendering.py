@@ -164,3 +164,26 @@ def test_render_names_a_missing_class() -> None:
     svc = parse_inference_service(valid_service("chat"))
     with pytest.raises(RenderError, match="'h100' not found"):
         render_service(svc, {})
+
+
+def test_keda_engine_renders_a_scaled_object_and_leaves_replicas_to_it() -> None:
+    body = valid_service("chat")
+    body["metadata"]["namespace"] = "ml"
+    body["spec"]["scaling"] = {"minReplicas": 1, "maxReplicas": 6, "engine": "keda"}
+    svc = parse_inference_service(body)
+    objs = render_children(
+        RenderInput(
+            service=svc,
+            classes={"h100": H100},
+            pools={"h100": PoolPlan(3)},
+            prometheus_url="http://prom:9090",
+        )
+    )
+    by_kind = {o["kind"]: o for o in objs}
+    so = by_kind["ScaledObject"]
+    assert so["spec"]["scaleTargetRef"]["name"] == "chat-h100"
+    assert (so["spec"]["minReplicaCount"], so["spec"]["maxReplicaCount"]) == (1, 6)
+    trigger = so["spec"]["triggers"][0]
+    assert trigger["type"] == "prometheus" and 'service="chat"' in trigger["metadata"]["query"]
+    assert float(trigger["metadata"]["threshold"]) > 0
+    assert "replicas" not in by_kind["Deployment"]["spec"]  # one writer: KEDA

@@ -331,6 +331,12 @@ class ScalingSpec(_Model):
                     "minReplicas: must be <= maxReplicas",
                     ".minReplicas",
                 ),
+                _cel(
+                    "self.engine != 'keda' || self.warmPool == 0",
+                    "warmPool: warm pools need the builtin engine (KEDA scales one Deployment "
+                    "and knows no standby pods)",
+                    ".warmPool",
+                ),
             ]
         }
     )
@@ -383,6 +389,11 @@ class ScalingSpec(_Model):
     def _bounds(self) -> ScalingSpec:
         if self.min_replicas > self.max_replicas:
             raise ValueError("minReplicas: must be <= maxReplicas")
+        if self.engine == "keda" and self.warm_pool:
+            raise ValueError(
+                "warmPool: warm pools need the builtin engine (KEDA scales one Deployment "
+                "and knows no standby pods)"
+            )
         return self
 
 

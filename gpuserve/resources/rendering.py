@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuserve.api.models import AcceleratorClassSpec, InferenceService, InferenceServiceSpec
+from gpuserve.resources.keda import scaled_object
 from gpuserve.resources.naming import (
     ANNOTATION_CONFIG_HASH,
     LABEL_CLASS,
@@ -51,6 +52,8 @@ class RenderInput:
     # Operator-wide pod labels (e.g. for a service mesh, or the local harness's readiness
     # hook); they never override gpuserve's own labels.
     extra_pod_labels: Mapping[str, str] = field(default_factory=dict)
+    # Where KEDA's Prometheus trigger reads from (engine: keda).
+    prometheus_url: str = "http://prometheus.monitoring:9090"
 
 
 def _owner(service: InferenceService) -> Obj:
@@ -255,12 +258,21 @@ def render_children(inp: RenderInput) -> list[Obj]:
     """Every child object, in apply order (config before the pods that mount it)."""
     svc = inp.service
     children = [config_map(svc)]
+    keda_target: str | None = None
     for class_name in svc.spec.accelerators.classes:
         accel = inp.classes.get(class_name)
         if accel is None:
             continue
         plan = inp.pools.get(class_name, PoolPlan(replicas=0))
-        children.append(deployment(svc, class_name, accel, plan, inp.extra_pod_labels))
+        dep = deployment(svc, class_name, accel, plan, inp.extra_pod_labels)
+        if svc.spec.scaling.engine == "keda" and keda_target is None:
+            # KEDA owns this Deployment's replica count; gpuserve must not apply it.
+            keda_target = class_name
+            del dep["spec"]["replicas"]
+            so = scaled_object(svc, class_name, accel, inp.prometheus_url)
+            so["metadata"] = _meta(svc, svc.metadata.name)
+            children.append(so)
+        children.append(dep)
     children.append(service_object(svc))
     children.append(disruption_budget(svc))
     return children
