@@ -13,13 +13,11 @@ from gpuserve.resources.naming import priority_class_name
 
 log = logging.getLogger(__name__)
 
-# Interactive serving outranks batch serving; standby (warm) pods rank below both so a
-# serving pod can preempt them when GPUs run out.
+# Interactive serving outranks batch serving, so under GPU pressure the scheduler
+# preempts batch pods first.
 PRIORITIES = {
     priority_class_name("interactive"): 100_000,
     priority_class_name("batch"): 50_000,
-    priority_class_name("interactive", warm=True): 10_000,
-    priority_class_name("batch", warm=True): 5_000,
 }
 
 

@@ -46,8 +46,8 @@ def deployment_name(service: str, accelerator_class: str) -> str:
     return child_name(service, accelerator_class)
 
 
-def priority_class_name(tier: str, *, warm: bool = False) -> str:
-    return f"gpuserve-{tier}" + ("-standby" if warm else "")
+def priority_class_name(tier: str) -> str:
+    return f"gpuserve-{tier}"
 
 
 def short_hash(text: str) -> str:
