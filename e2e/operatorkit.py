@@ -138,12 +138,14 @@ def write_counts(cluster: ClusterHandle) -> dict[str, float]:
         if not line.startswith("apiserver_request_total{"):
             continue
         labels, _, value = line.rpartition(" ")
-        fields = dict(
-            part.split("=", 1)
-            for part in labels[len("apiserver_request_total{") : -1].split(",")
-            if "=" in part
-        )
-        verb = fields.get("verb", "").strip('"')
+        fields = {
+            key: raw.strip('"')
+            for key, _, raw in (
+                part.partition("=")
+                for part in labels[len("apiserver_request_total{") : -1].split(",")
+            )
+        }
+        verb = fields.get("verb", "")
         if verb not in ("POST", "PUT", "PATCH", "DELETE", "APPLY"):
             continue
         key = f"{fields.get('resource', '')}/{fields.get('subresource', '')}"

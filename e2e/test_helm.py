@@ -254,7 +254,9 @@ class ChartOperator:
 
 def forbidden_lines(text: str) -> list[str]:
     """403s and kopf's own "not enough permissions" fallbacks in an operator log."""
-    pattern = re.compile(r"\b403\b|Forbidden|forbidden|Not enough permissions")
+    # "(403)" is how the kubernetes client and kopf print the status; a bare 403 would also
+    # match log timestamps' milliseconds (",403").
+    pattern = re.compile(r"\(403\)|\b403 Forbidden|Forbidden|forbidden|Not enough permissions")
     return [line for line in text.splitlines() if pattern.search(line)]
 
 

@@ -228,6 +228,15 @@ def test_steady_state_sends_no_writes(
     # The autoscaler's first evaluation records its verdict (here: no Prometheus, hold).
     wait_condition(cluster, namespace, "quiet", "MetricsAvailable", "False", timeout=60)
     settle(5)  # let promotions, events and status land
+
+    # Earlier tests' namespaces are deleted in the background; their teardown (deletes,
+    # finalizer removal) must not be counted as this service's writes.
+    def alone() -> bool:
+        names = cluster.kubectl("get", "namespaces", "-o", "name").stdout.split()
+        return [n for n in names if n.startswith("namespace/e2e-")] == [f"namespace/{namespace}"]
+
+    wait_for(alone, 120, "other test namespaces gone")
+    settle(2)
     before = write_counts(cluster)
     # The counter keys are real: the service's children were written through them.
     assert before.get("configmaps/", 0) > 0 and before.get("deployments/", 0) > 0, before
