@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import itertools
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -322,10 +323,18 @@ def _live(watcher: Watcher, until: float, interactive: bool) -> None:
             print(view + "\n", flush=True)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def run(args: argparse.Namespace) -> int:
     from e2e.operatorkit import install_crds
     from e2e.runner.dataplane import LocalDataPlane
 
+    # Ctrl-C and a polite kill both unwind through the cleanup below, even when the
+    # demo was started with SIGINT ignored (as background jobs of a script are).
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
     trace = Path(args.trace)
     if not trace.is_file():
