@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from requests.exceptions import RequestException
+from urllib3.util.retry import Retry
 
 from gpuserve.autoscaling.metrics import MetricSample
 
@@ -53,7 +54,11 @@ class PrometheusSource:
     def __init__(self, url: str, *, window: str = "15s", timeout: float = 3.0) -> None:
         self.url = url
         self.window = window
-        self._prom = PrometheusConnect(url=url, disable_ssl=True, timeout=timeout)
+        # No client-side retries: an unreachable Prometheus must fail fast (the policy
+        # holds and the next evaluation tries again), not stall the operator's timers.
+        self._prom = PrometheusConnect(
+            url=url, disable_ssl=True, timeout=timeout, retry=Retry(total=0)
+        )
 
     def read(self, *, namespace: str, service: str, now: float | None = None) -> Reading:
         at = time.time() if now is None else now
