@@ -30,51 +30,27 @@ import yaml
 
 from e2e.cluster.testkit import wait_for
 from e2e.loadgen import Limits, Target, percentile, run_constant_rate
+from e2e.manifests import LOCAL_CLASS, sleeper_service
 from e2e.runner.stack import apply, harness_cluster, local_stack, scratch_namespace
 
 GROUP, VERSION, PLURAL = "gpuserve.io", "v1alpha1", "inferenceservices"
-LOCAL_CLASS = {
-    "apiVersion": "gpuserve.io/v1alpha1",
-    "kind": "AcceleratorClass",
-    "metadata": {"name": "h100-local"},
-    "spec": {
-        "gpuProduct": "NVIDIA-H100-80GB-HBM3",
-        "computeCapability": "9.0",
-        "memoryGiB": 80,
-        "relativeSpeed": 1.0,
-        "costPerHour": 6.98,
-    },
-}
 
 
 def service(name: str, warm_pool: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "gpuserve.io/v1alpha1",
-        "kind": "InferenceService",
-        "metadata": {"name": name},
-        "spec": {
-            "model": {
-                "name": "sleeper",
-                "storageUri": "demo://sleeper",
-                "format": "python",
-                "inputs": [{"name": "INPUT", "dataType": "FP32", "dims": [4]}],
-                "outputs": [{"name": "OUTPUT", "dataType": "FP32", "dims": [4]}],
-                "parameters": {"exec_time_ms": "40", "per_item_ms": "2"},
-            },
-            "batching": {"maxBatchSize": 8, "maxQueueDelay": "2ms"},
-            "slo": {"latency": "150ms", "percentile": 95},
-            "accelerators": {"classes": ["h100-local"]},
-            "scaling": {
-                "minReplicas": 1,
-                "maxReplicas": 4,
-                "warmPool": warm_pool,
-                "scaleDownStabilization": "10s",
-                "stableWindow": "20s",
-                "panicWindow": "6s",
-            },
-            "triton": {"exitTimeoutSeconds": 2},
+    return sleeper_service(
+        name,
+        classes=["h100-local"],
+        slo="150ms",
+        scaling={
+            "minReplicas": 1,
+            "maxReplicas": 4,
+            "warmPool": warm_pool,
+            "scaleDownStabilization": "10s",
+            "stableWindow": "20s",
+            "panicWindow": "6s",
         },
-    }
+        triton={"exitTimeoutSeconds": 2},
+    )
 
 
 def trial(

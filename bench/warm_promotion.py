@@ -33,6 +33,7 @@ import yaml
 
 from e2e.cluster.testkit import wait_for
 from e2e.loadgen import percentile
+from e2e.manifests import LOCAL_CLASS, sleeper_service
 from e2e.runner.stack import (
     apply,
     harness_cluster,
@@ -41,47 +42,19 @@ from e2e.runner.stack import (
 )
 
 GROUP, VERSION, PLURAL = "gpuserve.io", "v1alpha1", "inferenceservices"
-LOCAL_CLASS = {
-    "apiVersion": "gpuserve.io/v1alpha1",
-    "kind": "AcceleratorClass",
-    "metadata": {"name": "h100-local"},
-    "spec": {
-        "gpuProduct": "NVIDIA-H100-80GB-HBM3",
-        "computeCapability": "9.0",
-        "memoryGiB": 80,
-        "relativeSpeed": 1.0,
-        "costPerHour": 6.98,
-    },
-}
 
 
 def service(name: str, warm_pool: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "gpuserve.io/v1alpha1",
-        "kind": "InferenceService",
-        "metadata": {"name": name},
-        "spec": {
-            "model": {
-                "name": "sleeper",
-                "storageUri": "demo://sleeper",
-                "format": "python",
-                "inputs": [{"name": "INPUT", "dataType": "FP32", "dims": [4]}],
-                "outputs": [{"name": "OUTPUT", "dataType": "FP32", "dims": [4]}],
-                "parameters": {"exec_time_ms": "5", "per_item_ms": "0.2"},
-            },
-            "batching": {"maxBatchSize": 8, "maxQueueDelay": "2ms"},
-            "slo": {"latency": "50ms", "percentile": 95},
-            "accelerators": {"classes": ["h100-local"]},
-            # advisory: the autoscaler reports but does not act; the bench moves the bounds
-            "scaling": {
-                "minReplicas": 1,
-                "maxReplicas": 1,
-                "warmPool": warm_pool,
-                "mode": "advisory",
-            },
-            "triton": {"exitTimeoutSeconds": 2},
-        },
-    }
+    # advisory: the autoscaler reports but does not act; the bench moves the bounds
+    return sleeper_service(
+        name,
+        classes=["h100-local"],
+        exec_time_ms=5,
+        per_item_ms=0.2,
+        slo="50ms",
+        scaling={"minReplicas": 1, "maxReplicas": 1, "warmPool": warm_pool, "mode": "advisory"},
+        triton={"exitTimeoutSeconds": 2},
+    )
 
 
 class PodClock(threading.Thread):

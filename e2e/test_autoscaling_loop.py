@@ -21,6 +21,7 @@ import pytest
 
 from e2e.cluster.testkit import ClusterHandle, wait_for
 from e2e.loadgen import Limits, LoadResult, Target, percentile, run_constant_rate
+from e2e.manifests import sleeper_service
 from e2e.prometheus import prometheus_available
 from e2e.runner.stack import Stack, apply, condition, events, local_stack, service_status
 from e2e.triton import triton_available
@@ -42,33 +43,20 @@ READY_S = 120.0
 
 
 def loop_service(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "gpuserve.io/v1alpha1",
-        "kind": "InferenceService",
-        "metadata": {"name": name},
-        "spec": {
-            "model": {
-                "name": "sleeper",
-                "storageUri": "demo://sleeper",
-                "format": "python",
-                "inputs": [{"name": "INPUT", "dataType": "FP32", "dims": [4]}],
-                "outputs": [{"name": "OUTPUT", "dataType": "FP32", "dims": [4]}],
-                "parameters": {"exec_time_ms": "40", "per_item_ms": "2"},
-            },
-            "batching": {"maxBatchSize": 8, "maxQueueDelay": "2ms"},
-            "slo": {"latency": f"{SLO_MS:g}ms", "percentile": 95},
-            "accelerators": {"classes": ["l4"]},  # relative speed 1: no class-speed prior
-            "scaling": {
-                "minReplicas": 1,
-                "maxReplicas": 4,
-                "warmPool": 0,
-                "scaleDownStabilization": f"{STABILISATION_S:g}s",
-                "stableWindow": "20s",
-                "panicWindow": "6s",
-            },
-            "triton": {"exitTimeoutSeconds": 5},
+    return sleeper_service(
+        name,
+        classes=["l4"],  # relative speed 1: no class-speed prior
+        slo=f"{SLO_MS:g}ms",
+        scaling={
+            "minReplicas": 1,
+            "maxReplicas": 4,
+            "warmPool": 0,
+            "scaleDownStabilization": f"{STABILISATION_S:g}s",
+            "stableWindow": "20s",
+            "panicWindow": "6s",
         },
-    }
+        triton={"exitTimeoutSeconds": 5},
+    )
 
 
 @pytest.fixture

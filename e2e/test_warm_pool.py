@@ -22,6 +22,7 @@ import yaml
 
 from e2e.cluster.testkit import ClusterHandle, wait_for
 from e2e.loadgen import Limits, LoadResult, Target, run_constant_rate
+from e2e.manifests import H100_PRODUCT, LOCAL_CLASS, sleeper_service
 from e2e.prometheus import prometheus_available
 from e2e.runner.stack import (
     Stack,
@@ -43,47 +44,22 @@ pytestmark = [
     pytest.mark.skipif(not prometheus_available(), reason="prometheus not installed"),
 ]
 
-H100 = "NVIDIA-H100-80GB-HBM3"
-# Locally every class runs the same CPU Triton: this class states the H100's GPUs at the
-# speed Triton really has here, so the autoscaler's plan matches what it measures.
-LOCAL_CLASS = {
-    "apiVersion": "gpuserve.io/v1alpha1",
-    "kind": "AcceleratorClass",
-    "metadata": {"name": "h100-local"},
-    "spec": {
-        "gpuProduct": H100,
-        "computeCapability": "9.0",
-        "memoryGiB": 80,
-        "relativeSpeed": 1.0,
-        "costPerHour": 6.98,
-    },
-}
+H100 = H100_PRODUCT
 WAIT_S = 120.0
 
 
 def sleeper(
     name: str, classes: list[str], scaling: dict[str, Any], params: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "gpuserve.io/v1alpha1",
-        "kind": "InferenceService",
-        "metadata": {"name": name},
-        "spec": {
-            "model": {
-                "name": "sleeper",
-                "storageUri": "demo://sleeper",
-                "format": "python",
-                "inputs": [{"name": "INPUT", "dataType": "FP32", "dims": [4]}],
-                "outputs": [{"name": "OUTPUT", "dataType": "FP32", "dims": [4]}],
-                "parameters": params or {"exec_time_ms": "40", "per_item_ms": "2"},
-            },
-            "batching": {"maxBatchSize": 8, "maxQueueDelay": "2ms"},
-            "slo": {"latency": "150ms", "percentile": 95},
-            "accelerators": {"classes": classes},
-            "scaling": scaling,
-            "triton": {"exitTimeoutSeconds": 5},
-        },
-    }
+    params = params or {"exec_time_ms": "40", "per_item_ms": "2"}
+    return sleeper_service(
+        name,
+        classes=classes,
+        scaling=scaling,
+        exec_time_ms=float(params["exec_time_ms"]),
+        per_item_ms=float(params["per_item_ms"]),
+        triton={"exitTimeoutSeconds": 5},
+    )
 
 
 @pytest.fixture
