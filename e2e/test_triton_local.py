@@ -4,6 +4,7 @@ clean shutdown."""
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -111,13 +112,27 @@ def test_inference_returns_the_input(triton: TritonServer) -> None:
 
 @pytest.mark.triton
 def test_metrics_expose_success_and_pending(triton: TritonServer) -> None:
-    before = metric(triton.metrics_text(), "nv_inference_request_success", "sleeper")
+    def success() -> float:
+        return metric(triton.metrics_text(), "nv_inference_request_success", "sleeper")
+
+    # Triton bumps its counters just after it answers, so a previous test's last request
+    # may still be landing: take the baseline once the counter has stopped moving.
+    before = success()
+    for _ in range(20):
+        time.sleep(0.1)
+        now = success()
+        if now == before:
+            break
+        before = now
     client = grpcclient.InferenceServerClient(triton.grpc_url)
     item = grpcclient.InferInput("INPUT", [1, 4], "FP32")
     item.set_data_from_numpy(np.ones((1, 4), dtype=np.float32))
     for _ in range(3):
         client.infer("sleeper", [item])
     client.close()
+    deadline = time.monotonic() + 5
+    while success() < before + 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
     text = triton.metrics_text()
     assert metric(text, "nv_inference_request_success", "sleeper") == before + 3
     assert metric(text, "nv_inference_pending_request_count", "sleeper") == 0
