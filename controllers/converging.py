@@ -20,7 +20,7 @@ import kopf
 from pydantic import ValidationError
 
 from controllers import kube
-from gpuserve.api.conditions import find, set_condition
+from gpuserve.api.conditions import set_condition
 from gpuserve.api.models import AcceleratorClassSpec, InferenceService, parse_inference_service
 from gpuserve.api.status import Condition, InferenceServiceStatus, PoolStatus
 from gpuserve.placement.capacity import NodeInfo, PodRequest, class_capacity
@@ -226,7 +226,6 @@ def _converge(body: Obj, view: ClusterView) -> Outcome:
         problems=plan.problems,
         changes={c.pod: c.role for c in changes},
         desired=desired,
-        capacity=capacity,
         gen=gen,
         issues=[i.message for i in issues],
     )
@@ -246,7 +245,6 @@ def _fill_status(
     problems: list[str],
     changes: Mapping[str, str],
     desired: int,
-    capacity: Mapping[str, ClassCapacity],
     gen: int | None,
     issues: list[str],
 ) -> None:
@@ -362,6 +360,3 @@ def post_events(body: Obj, outcome: Outcome) -> None:
     for type_, reason, message in outcome.events:
         kopf.event(body, type=type_, reason=reason, message=message)
 
-
-def condition_of(status: InferenceServiceStatus, type_: str) -> Condition | None:
-    return find(status.conditions, type_)

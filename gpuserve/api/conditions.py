@@ -39,6 +39,3 @@ def set_condition(
 def _rank(c: Condition) -> tuple[int, str]:
     return (ORDER.index(c.type) if c.type in ORDER else len(ORDER), c.type)
 
-
-def find(conditions: list[Condition], type_: str) -> Condition | None:
-    return next((c for c in conditions if c.type == type_), None)
