@@ -17,7 +17,11 @@ from gpuserve.placement.capacity import class_capacity, matches
 ACCEL = (GROUP, VERSION, "acceleratorclasses")
 
 
-@kopf.timer(*ACCEL, interval=30.0, idle=5.0)
+@kopf.index(*ACCEL)
+def class_bodies(name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
+    return {name: dict(body)}
+
+
 @kopf.on.resume(*ACCEL)
 @kopf.on.create(*ACCEL)
 @kopf.on.update(*ACCEL, field="spec")

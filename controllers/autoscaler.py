@@ -19,8 +19,8 @@ import kopf
 from pydantic import ValidationError
 
 from controllers import kube
-from controllers.converging import PLURAL, now_rfc3339
-from controllers.inferenceservice import ISVC, reconcile, view_of
+from controllers.converging import PLURAL, desired_serving, now_rfc3339
+from controllers.inferenceservice import reconcile, view_of
 from controllers.prometheus_source import PrometheusSource, Reading
 from gpuserve.api.conditions import set_condition
 from gpuserve.api.models import AcceleratorClassSpec, InferenceService, parse_inference_service
@@ -68,22 +68,38 @@ def source() -> PrometheusSource | None:
 
 
 def pool_state(
-    svc: InferenceService, classes: dict[str, AcceleratorClassSpec], view: Any, now: float
+    svc: InferenceService,
+    classes: dict[str, AcceleratorClassSpec],
+    view: Any,
+    now: float,
+    serving_target: int | None = None,
 ) -> PoolState:
+    """serving_target: the serving pods converge is aiming for. Pods still starting count
+    as future capacity only up to it; the rest are the warm pool coming up, and counting
+    them would grow the target on every evaluation."""
     order, _ = usable_classes(svc.spec, classes)
     per_pod = svc.spec.accelerators.gpus_per_pod
+    live = [p for p in view.pods if p.accelerator_class in order and not p.deleting]
+    budget = None
+    if serving_target is not None:
+        serving = sum(1 for p in live if p.ready and p.role == "serving")
+        budget = max(0, serving_target - serving)
     pools = []
     for c in order:
         accel = classes[c]
         mine = [p for p in view.pods if p.accelerator_class == c and not p.deleting]
         cap = class_capacity(accel, nodes=view.nodes, pods=view.gpu_pods, per_pod=per_pod)
+        ages = sorted((max(0.0, now - p.created) for p in mine if not p.ready), reverse=True)
+        if budget is not None:  # preferred classes' oldest pods first
+            ages = ages[:budget]
+            budget -= len(ages)
         pools.append(
             ClassPool(
                 name=c,
                 speed=accel.relative_speed,
                 serving_ready=sum(1 for p in mine if p.ready and p.role == "serving"),
                 warm_ready=sum(1 for p in mine if p.ready and p.role != "serving"),
-                starting=tuple(max(0.0, now - p.created) for p in mine if not p.ready),
+                starting=tuple(ages),
                 free_capacity=cap.free // per_pod,
                 cost_per_hour=accel.cost_per_hour,
             )
@@ -135,7 +151,7 @@ def evaluate(body: dict[str, Any], kw: dict[str, Any]) -> Decision | None:
     decision = decide(
         config=config,
         history=history,
-        pools=pool_state(svc, classes, view, now),
+        pools=pool_state(svc, classes, view, now, desired_serving(svc, status)),
         now=now,
         memory=memory,
     )
@@ -206,6 +222,6 @@ def evaluate(body: dict[str, Any], kw: dict[str, Any]) -> Decision | None:
     return decision
 
 
-@kopf.timer(*ISVC, interval=EVAL_INTERVAL, initial_delay=EVAL_INTERVAL)
-def autoscale(body: kopf.Body, **kw: Any) -> None:
-    evaluate(dict(body), kw)
+def autoscale(body: dict[str, Any], kw: dict[str, Any]) -> None:
+    """One evaluation; controllers.periodic calls it every EVAL_INTERVAL seconds."""
+    evaluate(body, kw)

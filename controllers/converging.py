@@ -7,7 +7,9 @@ per service keeps two triggers from promoting the same pod twice.
 
 from __future__ import annotations
 
+import contextvars
 import datetime
+import json
 import logging
 import threading
 from collections import defaultdict
@@ -17,11 +19,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
+from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from controllers import kube
 from gpuserve.api.conditions import set_condition
-from gpuserve.api.models import AcceleratorClassSpec, InferenceService, parse_inference_service
+from gpuserve.api.models import (
+    API_VERSION,
+    AcceleratorClassSpec,
+    InferenceService,
+    parse_inference_service,
+)
 from gpuserve.api.status import Condition, InferenceServiceStatus, PoolStatus
 from gpuserve.placement.capacity import NodeInfo, PodRequest, class_capacity
 from gpuserve.placement.planning import (
@@ -44,6 +52,22 @@ from gpuserve.resources.rendering import (
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 PLURAL = "inferenceservices"
+
+# kopf.event and kopf.warn need kopf's posting context (its settings and event queue),
+# which kopf sets only while it processes an object. Work started outside it (the loops
+# in controllers.periodic) runs in a copy of the last such context seen.
+_kopf_context: contextvars.Context | None = None
+
+
+def remember_kopf_context() -> None:
+    global _kopf_context
+    _kopf_context = contextvars.copy_context()
+
+
+def in_kopf_context(fn: Any, *args: Any) -> Any:
+    context = _kopf_context.copy() if _kopf_context is not None else contextvars.copy_context()
+    return context.run(fn, *args)
+
 
 _locks: defaultdict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
 _APPLIERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="apply")
@@ -72,7 +96,7 @@ class Outcome:
     events: list[tuple[str, str, str]] = field(default_factory=list)  # type, reason, message
 
 
-def _desired_serving(svc: InferenceService, status: InferenceServiceStatus) -> int:
+def desired_serving(svc: InferenceService, status: InferenceServiceStatus) -> int:
     scaling = svc.spec.scaling
     wanted = (
         status.desired_replicas if status.desired_replicas is not None else scaling.min_replicas
@@ -163,7 +187,7 @@ def _converge(body: Obj, view: ClusterView) -> Outcome:
         pools_now[c] = PoolNow(
             scheduled=sum(1 for p in mine if p.node), pending=sum(1 for p in mine if not p.node)
         )
-    desired = _desired_serving(svc, status)
+    desired = desired_serving(svc, status)
     wanted_total = desired + svc.spec.scaling.warm_pool
     plan = place(
         desired=wanted_total, order=order, now=pools_now, capacity=capacity, gpus_per_pod=per_pod
@@ -173,10 +197,11 @@ def _converge(body: Obj, view: ClusterView) -> Outcome:
         # KEDA sizes the preferred class's Deployment; every ready pod serves.
         pools = {c: PoolPlan(replicas=0) for c in order}
         desired = sum(1 for p in view.pods if p.ready and not p.deleting)
+    # One pool per usable class: a listed class that cannot run this spec gets none.
     children = render_children(
         RenderInput(
             service=svc,
-            classes=classes,
+            classes={c: classes[c] for c in order},
             pools=pools,
             extra_pod_labels=view.extra_pod_labels,
             prometheus_url=view.prometheus_url,
@@ -203,6 +228,11 @@ def _converge(body: Obj, view: ClusterView) -> Outcome:
     pending = [
         (child, view.children.get((child["kind"], child["metadata"]["name"]))) for child in children
     ]
+    if any(live is None for _, live in pending) and not _still_exists(meta):
+        # A service deleted while a watch was down can linger in kopf's index (a relist
+        # does not drop it); recreating its missing children would feed the garbage
+        # collector forever. Creating a child is rare, so one GET guards it.
+        return outcome
     # Kinds without an index (ScaledObject) are read before applying.
     results = _APPLIERS.map(
         lambda pair: kube.apply_if_changed(
@@ -216,6 +246,23 @@ def _converge(body: Obj, view: ClusterView) -> Outcome:
         _stalled(status, gen=gen, reason="EngineUnavailable", message=str(exc))
         _write_status(body, status, live_status)
         return outcome
+    except ApiException as exc:
+        if exc.status not in (400, 422):
+            raise  # the API server or etcd is away: kopf retries
+        # The API server refuses what this spec renders to (something admission let
+        # through): say so and wait for a new spec instead of retrying forever.
+        _stalled(status, gen=gen, reason="InvalidChild", message=_api_message(exc))
+        _write_status(body, status, live_status)
+        return outcome
+    rendered = {(c["kind"], c["metadata"]["name"]) for c in children}
+    stale = [
+        name
+        for (kind, name) in view.children
+        if kind == "Deployment" and (kind, name) not in rendered
+    ]
+    for name in stale:  # the pool of a class no longer listed or no longer usable
+        if kube.delete_deployment(meta["namespace"], name):
+            outcome.events.append(("Normal", "Retired", f"deleted Deployment {name}"))
 
     _fill_status(
         status,
@@ -233,6 +280,18 @@ def _converge(body: Obj, view: ClusterView) -> Outcome:
         outcome.events.append(("Normal", "Applied", f"applied {applied} child object(s)"))
     _write_status(body, status, live_status)
     return outcome
+
+
+def _still_exists(meta: Mapping[str, Any]) -> bool:
+    live = kube.get(API_VERSION, "InferenceService", meta["name"], meta.get("namespace"))
+    return live is not None and live["metadata"].get("uid") == meta.get("uid")
+
+
+def _api_message(exc: ApiException) -> str:
+    try:
+        return str(json.loads(exc.body or "{}").get("message") or exc.reason)[:1000]
+    except ValueError:
+        return str(exc.reason)
 
 
 def _fill_status(

@@ -1,5 +1,12 @@
 """Importing this module registers every kopf handler of the operator."""
 
-from controllers import acceleratorclass, autoscaler, indexes, inferenceservice, startup
+from controllers import (
+    acceleratorclass,
+    autoscaler,
+    indexes,
+    inferenceservice,
+    periodic,
+    startup,
+)
 
-__all__ = ["acceleratorclass", "autoscaler", "indexes", "inferenceservice", "startup"]
+__all__ = ["acceleratorclass", "autoscaler", "indexes", "inferenceservice", "periodic", "startup"]

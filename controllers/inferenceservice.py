@@ -13,7 +13,7 @@ from typing import Any
 
 import kopf
 
-from controllers.converging import ClusterView, converge, post_events
+from controllers.converging import ClusterView, converge, post_events, remember_kopf_context
 from gpuserve.api.models import GROUP, VERSION
 from gpuserve.resources.naming import LABEL_SERVICE
 
@@ -33,6 +33,7 @@ def extra_pod_labels() -> dict[str, str]:
 
 @kopf.index(*ISVC)
 def services(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[tuple[str, str], Any]:
+    remember_kopf_context()  # for controllers.periodic's event posting
     return {(namespace, name): dict(body)}
 
 
@@ -108,11 +109,6 @@ def reconcile(body: dict[str, Any], kw: dict[str, Any]) -> None:
 @kopf.on.create(*ISVC)
 @kopf.on.update(*ISVC, field="spec")
 def on_service_change(body: kopf.Body, **kw: Any) -> None:
-    reconcile(dict(body), kw)
-
-
-@kopf.timer(*ISVC, interval=RESYNC_SECONDS, idle=RESYNC_SECONDS / 2)
-def resync(body: kopf.Body, **kw: Any) -> None:
     reconcile(dict(body), kw)
 
 

@@ -79,6 +79,11 @@ def get(api_version: str, kind: str, name: str, namespace: str | None = None) ->
     return result
 
 
+def namespace_terminating(exc: ApiException) -> bool:
+    """A write refused because the namespace is being deleted: nothing left to do there."""
+    return exc.status == 403 and "being terminated" in str(exc.body or "")
+
+
 def apply_if_changed(desired: Obj, *, live: Obj | None = None, fetch: bool = True) -> bool:
     """Server-side apply ``desired`` unless the live object already contains it.
 
@@ -91,14 +96,33 @@ def apply_if_changed(desired: Obj, *, live: Obj | None = None, fetch: bool = Tru
     if live is not None and contains(live, desired):
         return False
     resource = _resource(desired["apiVersion"], desired["kind"])
-    dynamic().server_side_apply(
-        resource,
-        body=desired,
-        namespace=meta.get("namespace"),
-        field_manager=FIELD_MANAGER,
-        force_conflicts=True,
-    )
+    try:
+        dynamic().server_side_apply(
+            resource,
+            body=desired,
+            namespace=meta.get("namespace"),
+            field_manager=FIELD_MANAGER,
+            force_conflicts=True,
+        )
+    except ApiException as exc:
+        if namespace_terminating(exc):
+            return False
+        raise
     WRITES[desired["kind"]] += 1
+    return True
+
+
+def delete_deployment(namespace: str, name: str) -> bool:
+    """Delete a pool Deployment (its pods follow); False if it was already gone."""
+    try:
+        client.AppsV1Api(api_client()).delete_namespaced_deployment(
+            name, namespace, propagation_policy="Background"
+        )
+    except ApiException as exc:
+        if exc.status == 404 or namespace_terminating(exc):
+            return False
+        raise
+    WRITES["Deployment/delete"] += 1
     return True
 
 
@@ -111,7 +135,7 @@ def patch_pod_metadata(
     try:
         client.CoreV1Api(api_client()).patch_namespaced_pod(name, namespace, body)
     except ApiException as exc:
-        if exc.status == 404:
+        if exc.status == 404 or namespace_terminating(exc):
             return False
         raise
     WRITES["Pod"] += 1
@@ -133,7 +157,7 @@ def patch_status(
         else:
             api.patch_cluster_custom_object_status(GROUP, VERSION, plural, name, body)
     except ApiException as exc:
-        if exc.status == 404:  # deleted meanwhile: nothing to report on
+        if exc.status == 404 or namespace_terminating(exc):  # gone meanwhile
             return False
         raise
     WRITES[f"{plural}/status"] += 1

@@ -101,6 +101,7 @@ BINDINGS: dict[str, tuple[str, str | None]] = {
     "patch_status": ("plural", "status"),
     "get_custom": ("plural", None),
     "patch_pod_metadata": ("static", "pods"),
+    "delete_deployment": ("static", "deployments"),
 }
 # Producers of the objects passed to kube.apply_if_changed, per calling function.
 APPLY_SOURCES: dict[tuple[str, str], str] = {
@@ -115,6 +116,9 @@ KIND_RESOURCES = {
     ("policy/v1", "PodDisruptionBudget"): ("policy", "poddisruptionbudgets"),
     ("scheduling.k8s.io/v1", "PriorityClass"): ("scheduling.k8s.io", "priorityclasses"),
     ("keda.sh/v1alpha1", "ScaledObject"): ("keda.sh", "scaledobjects"),
+    ("gpuserve.io/v1alpha1", "InferenceService"): ("gpuserve.io", "inferenceservices"),
+    ("kopf.dev/v1", "ClusterKopfPeering"): ("kopf.dev", "clusterkopfpeerings"),
+    ("kopf.dev/v1", "KopfPeering"): ("kopf.dev", "kopfpeerings"),
 }
 # Cluster-scoped resources (gpuserve's own come from the CRDs' spec.scope).
 CLUSTER_SCOPED_BUILTIN = {
@@ -240,7 +244,9 @@ def kopf_needs(module: Module) -> tuple[set[Need], set[tuple[str, str]]]:
                 needs.add(EVENTS)  # kopf reports handler failures as events
             if role == "change":  # progress and diff base live in status.kopf (startup.py)
                 needs.add((group, f"{plural}/status", "patch"))
-            if role in ("finalize", "spawn"):  # kopf adds and removes its finalizer
+            # kopf adds and removes its finalizer; for served objects it also removes a
+            # finalizer that an older operator version (with kopf timers) left behind.
+            if role in ("change", "finalize", "spawn"):
                 needs.add((group, plural, "patch"))
     return needs, handled
 
@@ -515,6 +521,9 @@ def kopf_framework_needs(namespaced: bool, ha: bool) -> set[Need]:
     if ha:
         plural = "kopfpeerings" if namespaced else "clusterkopfpeerings"
         needs |= {("kopf.dev", plural, v) for v in ("list", "watch", "patch")}
+        # gpuserve's periodic loops read the peering object to stand by like kopf does
+        # (controllers/standby.py).
+        needs.add(("kopf.dev", plural, "get"))
     return needs
 
 
@@ -534,6 +543,9 @@ def operator_needs(namespaced: bool = False, ha: bool = False) -> set[Need]:
         needs |= kopf_part
         if module.name != "controllers.kube":
             needs |= call_site_needs(module, scan, GROUP)
+    # Peering objects exist only with HA, and only the kind of the mode in use; the
+    # framework needs below say which (the code names both kinds).
+    needs = {n for n in needs if n[0] != "kopf.dev"}
     return needs | kopf_framework_needs(namespaced, ha)
 
 
@@ -644,11 +656,14 @@ def test_derived_needs_cover_what_the_operator_is_known_to_do() -> None:
     assert ("", "pods", "patch") in needs  # role labels (kube.patch_pod_metadata)
     assert ("apps", "deployments", "create") in needs  # server-side apply of a new child
     assert ("gpuserve.io", "inferenceservices/status", "patch") in needs
-    assert ("gpuserve.io", "acceleratorclasses", "patch") in needs  # kopf's timer finalizer
+    assert ("gpuserve.io", "acceleratorclasses", "patch") in needs  # legacy finalizer removal
     assert ("scheduling.k8s.io", "priorityclasses", "get") in needs  # startup apply
     assert ("", "nodes", "watch") in needs
     assert EVENTS in needs
-    assert not any(v in ("delete", "update", "deletecollection") for _, _, v in needs)
+    # The only deletion: the pool Deployment of a class no longer listed or usable.
+    deletions = {(g, r) for g, r, v in needs if v in ("delete", "deletecollection")}
+    assert deletions == {("apps", "deployments")}
+    assert not any(v == "update" for _, _, v in needs)
 
 
 def test_kopf_still_uses_the_framework_resources_assumed_here() -> None:

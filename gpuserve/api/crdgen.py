@@ -20,7 +20,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from gpuserve.api.models import GROUP, VERSION, AcceleratorClassSpec, InferenceServiceSpec
+from gpuserve.api.models import (
+    GROUP,
+    SERVICE_NAME_MESSAGE,
+    SERVICE_NAME_PATTERN,
+    VERSION,
+    AcceleratorClassSpec,
+    InferenceServiceSpec,
+)
 from gpuserve.api.status import AcceleratorClassStatus, InferenceServiceStatus
 
 JSON = dict[str, Any]
@@ -112,6 +119,7 @@ def _crd(
     status_model: type[BaseModel],
     columns: list[JSON],
     description: str,
+    root_rules: list[JSON] | None = None,
 ) -> JSON:
     spec_schema = openapi_schema(spec_model)
     spec_schema["description"] = description
@@ -145,6 +153,9 @@ def _crd(
                             "type": "object",
                             "description": description,
                             "required": ["spec"],
+                            **(
+                                {"x-kubernetes-validations": root_rules} if root_rules else {}
+                            ),
                             "properties": {
                                 "apiVersion": {"type": "string"},
                                 "kind": {"type": "string"},
@@ -180,6 +191,14 @@ def inference_service_crd() -> JSON:
         short_names=["gsvc", "gpusvc"],
         spec_model=InferenceServiceSpec,
         status_model=InferenceServiceStatus,
+        # Rules at the root may read metadata.name: it names the Service child.
+        root_rules=[
+            {
+                "rule": "size(self.metadata.name) <= 63 && "
+                f"self.metadata.name.matches('{SERVICE_NAME_PATTERN}')",
+                "message": SERVICE_NAME_MESSAGE,
+            }
+        ],
         description="A model served by NVIDIA Triton on GPUs, with its precision, batching "
         "window, latency SLO, GPU preferences, scaling bounds and warm pool.",
         columns=[

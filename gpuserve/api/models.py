@@ -8,6 +8,7 @@ same models, so a rule can never be enforced in one place and forgotten in the o
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -430,9 +431,29 @@ class PodOverrides(_Model):
     )
 
 
+# A non-negative Kubernetes quantity (the API server answers 500, not 422, when a pod
+# template holds a string that is not one).
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
+# A Service name: the InferenceService's own name (DNS-1035 label).
+SERVICE_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+
+
+SERVICE_NAME_MESSAGE = (
+    "metadata.name: at most 63 lower-case letters, digits and '-', starting with a letter "
+    "(it names the Kubernetes Service of the model)"
+)
+
+
 class ResourceAmounts(_Model):
-    cpu: str = Field(default="2", description="CPU per Triton pod.", max_length=32)
-    memory: str = Field(default="8Gi", description="Memory per Triton pod.", max_length=32)
+    cpu: str = Field(
+        default="2", description="CPU per Triton pod.", pattern=QUANTITY_PATTERN, max_length=32
+    )
+    memory: str = Field(
+        default="8Gi",
+        description="Memory per Triton pod.",
+        pattern=QUANTITY_PATTERN,
+        max_length=32,
+    )
 
 
 class TritonSpec(_Model):
@@ -594,6 +615,13 @@ class InferenceService(BaseModel):
     kind: Literal["InferenceService"] = "InferenceService"
     metadata: ObjectMeta
     spec: InferenceServiceSpec
+
+    @field_validator("metadata")
+    @classmethod
+    def _name_fits_a_service(cls, meta: ObjectMeta) -> ObjectMeta:
+        if len(meta.name) > 63 or not re.fullmatch(SERVICE_NAME_PATTERN, meta.name):
+            raise ValueError(SERVICE_NAME_MESSAGE)
+        return meta
 
 
 # --------------------------------------------------------------------------- AcceleratorClass

@@ -42,8 +42,9 @@ def assign_roles(
     pods, if fewer), preferring pods of the most preferred classes."""
     rank = {c: i for i, c in enumerate(order)}
     live = [p for p in pods if not p.deleting]
+    # Pods of a class no longer listed or usable stand by until their pool is deleted.
     ready = sorted(
-        (p for p in live if p.ready),
+        (p for p in live if p.ready and p.accelerator_class in rank),
         # Keep current serving pods serving (stable), then prefer better classes.
         key=lambda p: (p.role != ROLE_SERVING, rank.get(p.accelerator_class, len(rank)), p.name),
     )

@@ -1,0 +1,107 @@
+"""Periodic work (resync, autoscaler, class capacity) from operator-level loops.
+
+kopf puts a finalizer on every object that has a timer, so that it can stop the timer
+before the object goes. With per-object timers every InferenceService and AcceleratorClass
+carried `gpuserve.io/finalizer`: deleting one (or its namespace, or the CRD) then waited
+for a running operator, forever if it was stopped or uninstalled, and a CRD deletion
+waited even with it running (kopf stops serving a terminating CRD). These loops walk the
+indexes instead, so the objects carry no finalizer; kopf removes the old one by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import kopf
+
+from controllers.acceleratorclass import report_capacity
+from controllers.autoscaler import EVAL_INTERVAL, autoscale
+from controllers.converging import in_kopf_context
+from controllers.inferenceservice import RESYNC_SECONDS, reconcile
+from controllers.standby import Peering, standing_by
+
+log = logging.getLogger(__name__)
+CLASS_INTERVAL = 30.0
+Body = dict[str, Any]
+
+
+def _bodies(index: Any) -> list[Body]:
+    # Copies: kopf keeps filling the index while a pass runs.
+    return [body for store in list(index.values()) for body in list(store)]
+
+
+def _run_pass(
+    what: str, bodies: Iterable[Body], work: Callable[[Body], None], peering: Peering | None
+) -> int:
+    """One pass over the objects, in a worker thread; returns how many were handled."""
+    acting: dict[str | None, bool] = {}
+    done = 0
+    for body in bodies:
+        meta = body.get("metadata", {})
+        namespace = meta.get("namespace")
+        try:
+            if namespace not in acting:
+                acting[namespace] = not standing_by(peering, namespace)
+            if acting[namespace]:
+                # in kopf's posting context, so that kopf.event/kopf.warn work
+                in_kopf_context(work, body)
+                done += 1
+        except Exception as exc:  # one object's failure must not stop the loop
+            log.warning("%s of %s/%s failed: %s", what, namespace or "", meta.get("name"), exc)
+    return done
+
+
+async def _every(
+    interval: float,
+    what: str,
+    bodies: Callable[[], Iterable[Body]],
+    work: Callable[[Body], None],
+    peering: Peering | None,
+) -> None:
+    while True:
+        await asyncio.sleep(interval)
+        await asyncio.to_thread(_run_pass, what, bodies(), work, peering)
+
+
+@kopf.on.startup()
+async def start_periodic(memo: kopf.Memo, settings: kopf.OperatorSettings, **kw: Any) -> None:
+    # kw holds the indexes (live objects kopf keeps filling), as every handler gets them.
+    peering = Peering.from_settings(settings)
+    memo.periodic = [
+        asyncio.create_task(
+            _every(
+                RESYNC_SECONDS,
+                "resync",
+                lambda: _bodies(kw["services"]),
+                lambda body: reconcile(body, kw),
+                peering,
+            )
+        ),
+        asyncio.create_task(
+            _every(
+                EVAL_INTERVAL,
+                "autoscale",
+                lambda: _bodies(kw["services"]),
+                lambda body: autoscale(body, kw),
+                peering,
+            )
+        ),
+        asyncio.create_task(
+            _every(
+                CLASS_INTERVAL,
+                "capacity",
+                lambda: _bodies(kw["class_bodies"]),
+                lambda body: report_capacity(body=body, name=body["metadata"]["name"], **kw),
+                peering,
+            )
+        ),
+    ]
+
+
+@kopf.on.cleanup()
+async def stop_periodic(memo: kopf.Memo, **_: Any) -> None:
+    for task in getattr(memo, "periodic", []):
+        task.cancel()
