@@ -25,6 +25,13 @@ class BatcherConfig:
     max_batch_size counts items (the batch dimension); 0 disables batching.
     priority_levels 0 = priorities off; otherwise level 1 is served first.
     level_policies: per-level overrides of default_policy, as (level, policy) pairs.
+    prefetch: Triton's payload prefetching. With no priority levels and no queue policy
+        (no timeout, no max queue size) Triton's dynamic batcher does not wait for a free
+        instance: it forms the next batch while the instances are busy and queues it
+        (up to two per instance); requests that arrive later join that waiting batch only
+        in groups that reach the next preferred batch size, otherwise they wait for the
+        batch after it. False models a batcher that forms a batch only when an instance is
+        free (Triton's behaviour with priorities or a queue policy).
     """
 
     max_batch_size: int = 0
@@ -35,10 +42,24 @@ class BatcherConfig:
     default_priority: int = 1
     default_policy: QueuePolicy = QueuePolicy()
     level_policies: tuple[tuple[int, QueuePolicy], ...] = ()
+    prefetch: bool = True
 
     @property
     def batching(self) -> bool:
         return self.dynamic_batching and self.max_batch_size > 0
+
+    @property
+    def prefetching(self) -> bool:
+        """Whether Triton would prefetch batches for this configuration (see prefetch)."""
+        p = self.default_policy
+        return (
+            self.prefetch
+            and self.batching
+            and self.priority_levels == 0
+            and not self.level_policies
+            and p.timeout == 0
+            and p.max_queue_size == 0
+        )
 
     @property
     def levels(self) -> int:
@@ -53,13 +74,27 @@ class BatcherConfig:
 
 @dataclass(frozen=True, slots=True)
 class ServiceTimes:
-    """Execution time of a batch of n items: (per_batch + n * per_item) * precision_factor,
-    divided by the class's relative speed; jitter_cv adds log-normal noise (0 = exact)."""
+    """How long one execution holds a model instance.
+
+    A batch of n items in r requests takes
+    (per_batch + n * per_item) * precision_factor / speed + r * per_request, times a
+    log-normal factor with mean 1 and coefficient of variation jitter_cv (0 = exact).
+
+    per_request is the serving stack's own cost per request inside an execution (a
+    backend reading inputs and building one response per request: Triton's
+    compute_input and compute_output, the Python backend's IPC); it is host work, so
+    neither the precision nor the accelerator's speed scales it.
+    """
 
     per_batch: float
     per_item: float
     precision_factor: float = 1.0
     jitter_cv: float = 0.0
+    per_request: float = 0.0
+
+    def __post_init__(self) -> None:
+        if min(self.per_batch, self.per_item, self.per_request, self.jitter_cv) < 0:
+            raise ValueError("service times and jitter must not be negative")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +108,12 @@ class AcceleratorPool:
     cold_start: float = 60.0  # creation -> ready (image pull, model load, warm-up)
     warm_start: float = 2.0  # promotion -> in the Service's endpoints
     # Measured times on this class (already at the service's precision); when set they
-    # replace the reference times divided by speed.
+    # replace the reference times divided by speed. per_request and jitter_cv, when set,
+    # replace the service's for this class (a different host or runtime).
     per_batch: float | None = None
     per_item: float | None = None
+    per_request: float | None = None
+    jitter_cv: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,10 @@ the dynamic batcher (docs/autoscaling.md has the full list):
   that it sends a batch of a preferred size if it has one, else it waits for more
   requests or the delay to expire.
 * Without dynamic batching every request executes alone.
-* An execution of n items takes (per_batch + n * per_item) * precision_factor / speed.
+* An execution of n items in r requests takes
+  (per_batch + n * per_item) * precision_factor / speed + r * per_request, times an
+  optional log-normal jitter factor (mean 1); a class may override per_request and the
+  jitter.
 * Pods start after their class's cold start; warm-pool pods are ready but outside the
   Service; promotion puts them in after the class's warm start (endpoint propagation).
   Removed pods leave the endpoints at once and drain; if the warm pool is short they
@@ -45,6 +48,7 @@ _QUEUED, _RUNNING, _DONE, _REJECTED = 0, 1, 2, 3
 _SERVING, _WARM, _PROMOTING, _DRAINING, _DRAIN_TO_WARM, _GONE = range(6)
 _EV_DONE, _EV_TIMER, _EV_TIMEOUT, _EV_READY, _EV_PROMOTED, _EV_SCRAPE, _EV_EVAL, _EV_TICK = range(8)
 _EPS = 1e-12
+_IDLE_WAIT = 0.5  # Triton's batcher thread sleeps this long when its queue is empty
 
 
 class _Pod:
@@ -60,14 +64,19 @@ class _Pod:
         "id",
         "items",
         "level_live",
+        "next_pref",
+        "open",
         "pending",
+        "q_items",
         "queue_time",
         "queues",
         "ready",
         "ready_at",
         "recent",
         "request_time",
+        "rlq",
         "role",
+        "saturated",
         "speed",
         "success",
         "timer_at",
@@ -97,6 +106,14 @@ class _Pod:
         self.recent: deque[tuple[float, float]] = deque()
         self.success = self.failure = self.items = self.execs = 0
         self.request_time = self.queue_time = self.compute_time = 0.0
+        # Prefetching batcher: the batch being formed (None when the last one was taken by
+        # an instance or sealed), batches waiting for an instance, items still in the
+        # scheduler queue, the item count at which an arrival wakes the batcher.
+        self.open: list[int] | None = None
+        self.rlq: deque[list[int]] = deque()
+        self.q_items = 0
+        self.next_pref = 0
+        self.saturated = False
 
 
 class Simulation:
@@ -125,6 +142,7 @@ class Simulation:
         self.policies = tuple(b.policy_for(lv + 1) for lv in range(b.levels))
         self.prefs = frozenset(b.preferred_batch_sizes)
         self.max_pref = max(b.preferred_batch_sizes) if b.preferred_batch_sizes else 0
+        self.prefetch = b.prefetching
         self.heap: list[tuple[float, int, int, object]] = []
         self.seq = 0
         self.pods: list[_Pod] = []
@@ -241,7 +259,16 @@ class Simulation:
         self.pod_of[r] = pod
         if policy.timeout > 0:
             self._push(now + policy.timeout, _EV_TIMEOUT, r)
-        self._dispatch(pod, now)
+        if not self.prefetch:
+            self._dispatch(pod, now)
+            return
+        pod.q_items += self.items[r]
+        # Triton's Enqueue wakes the batcher only when a batch can be started or the queue
+        # has reached the next preferred size of the batch already waiting.
+        if self._slot_free(pod) and (
+            pod.open is None or pod.saturated or pod.q_items >= pod.next_pref
+        ):
+            self._dispatch(pod, now)
 
     def _route(self) -> _Pod | None:
         lb = self.lb
@@ -273,6 +300,10 @@ class Simulation:
         self._maybe_drained(pod, now)
 
     def _dispatch(self, pod: _Pod, now: float) -> None:
+        if self.prefetch:
+            self._run_waiting(pod, now)
+            self._batcher(pod, now)
+            return
         while pod.free > 0 and pod.pending > 0:
             batch = self._form_batch(pod, now)
             if batch is None:
@@ -351,6 +382,95 @@ class Simulation:
             queues[slot].popleft()
         return chosen
 
+    # ------------------------------------------------------------------ prefetching
+
+    def _slot_free(self, pod: _Pod) -> bool:
+        return len(pod.rlq) < 2 * self.cfg.instances
+
+    def _run_waiting(self, pod: _Pod, now: float) -> None:
+        """Free instances take the batches waiting for them, oldest first."""
+        while pod.free > 0 and pod.rlq:
+            batch = pod.rlq.popleft()
+            if batch is pod.open:
+                pod.open = None
+            self._execute(pod, batch, now)
+
+    def _arm(self, pod: _Pod, at: float) -> None:
+        pod.timer_at = at
+        pod.timer_seq += 1
+        self._push(at, _EV_TIMER, (pod, pod.timer_seq))
+
+    def _batcher(self, pod: _Pod, now: float) -> None:
+        """One wake-up of Triton's batcher thread with payload prefetching: it moves queued
+        requests into the batch being formed (queued for an instance as soon as it has
+        one), starts a new batch when the last one was taken or is full, and sleeps until
+        the queue delay expires, an arrival wakes it, or an instance takes a batch."""
+        queue = pod.queues[0][0]
+        while True:
+            if pod.open is None or pod.saturated:
+                pod.open, pod.saturated, pod.next_pref = [], False, 0
+            if self._live_front(queue, 0) is None:
+                self._arm(pod, now + _IDLE_WAIT)
+                return
+            if not self._slot_free(pod):
+                return  # an instance taking a batch wakes the batcher again
+            wait = self._grow(pod, queue, now)
+            if wait is not None:
+                self._arm(pod, wait)
+                return
+            self._run_waiting(pod, now)
+
+    def _grow(self, pod: _Pod, queue: deque[int], now: float) -> float | None:
+        """Triton's GetDynamicBatch on top of the batch being formed: moves requests from
+        the queue into it and returns None, or returns when to look again."""
+        b = self.cfg.batcher
+        items, prefs, batch = self.items, self.prefs, pod.open
+        assert batch is not None
+        limit = b.max_batch_size
+        top = self.max_pref or limit
+        have = sum(items[r] for r in batch)
+        pending = count = best = 0
+        send_now = False
+        for r in queue:
+            size = items[r]
+            if have + pending > 0:
+                if have + pending + size > top and best == 0:
+                    best = count
+                    pod.saturated = True
+                if have + pending + size > limit:
+                    send_now = True
+                    break
+            pending += size
+            count += 1
+            if have + pending in prefs:
+                best = count
+        delay = b.max_queue_delay
+        oldest = self.enqueued[queue[0]]
+        exceeded = delay > 0 and now + _EPS >= oldest + delay
+        if best and not exceeded:
+            take = best
+            if delay <= 0:
+                pod.saturated = True
+        elif send_now or have + pending >= top:
+            pod.saturated = True
+            take = count
+        elif exceeded or delay <= 0:
+            take = count
+        else:
+            above = [s for s in sorted(prefs) if s > have + pending]
+            nxt = above[0] if above else (min(prefs) if prefs else 0)
+            pod.next_pref = nxt - have if nxt else 0
+            if pod.saturated or have == 0 or have in prefs:
+                return oldest + delay
+            take = count
+        for _ in range(take):
+            r = queue.popleft()
+            batch.append(r)
+            pod.q_items -= items[r]
+        if batch and not any(w is batch for w in pod.rlq):
+            pod.rlq.append(batch)
+        return None
+
     def _execute(self, pod: _Pod, batch: list[int], now: float) -> None:
         svc = self.cfg.service
         size = 0
@@ -364,14 +484,21 @@ class Simulation:
             duration = pool.per_batch + pool.per_item * size
         else:
             duration = (svc.per_batch + svc.per_item * size) * svc.precision_factor / pod.speed
-        if svc.jitter_cv > 0:
-            sigma = math.sqrt(math.log(1 + svc.jitter_cv**2))
-            duration *= math.exp(self.rng.gauss(-sigma * sigma / 2, sigma))
+        per_request = svc.per_request if pool.per_request is None else pool.per_request
+        duration += per_request * len(batch)
+        cv = svc.jitter_cv if pool.jitter_cv is None else pool.jitter_cv
+        if cv > 0:
+            duration *= self._jitter(cv)
         pod.pending -= len(batch)
         pod.busy += len(batch)
         pod.free -= 1
         pod.timer_at = math.inf
         self._push(now + duration, _EV_DONE, (pod, batch, duration, size))
+
+    def _jitter(self, cv: float) -> float:
+        """A log-normal factor with mean 1 and coefficient of variation ``cv``."""
+        sigma = math.sqrt(math.log1p(cv * cv))
+        return math.exp(self.rng.gauss(-sigma * sigma / 2, sigma))
 
     def _complete(self, now: float, payload: tuple[object, ...]) -> None:
         pod, batch, duration, size = payload
