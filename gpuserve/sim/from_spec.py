@@ -40,14 +40,20 @@ PRECISION_SPEEDUP: dict[str, float] = {
 
 @dataclass(frozen=True, slots=True)
 class ClassTimes:
-    per_batch: float
-    per_item: float
+    """Measurements on one class; None = derive from the reference times."""
+
+    per_batch: float | None = None
+    per_item: float | None = None
+    per_request: float | None = None
+    jitter_cv: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ServiceTimeModel:
     """Seconds per execution and per item on the reference class (relative speed 1.0),
-    measured at ``precision``; ``classes`` holds measurements on named classes."""
+    measured at ``precision``; ``classes`` holds measurements on named classes.
+    ``per_request`` is the serving stack's host-side cost per request in an execution
+    (not scaled by precision or speed); ``jitter_cv`` the spread of execution times."""
 
     per_batch: float
     per_item: float
@@ -56,6 +62,7 @@ class ServiceTimeModel:
     cold_start: float = 60.0
     warm_start: float = 2.0
     jitter_cv: float = 0.0
+    per_request: float = 0.0
 
     def factor_for(self, precision: str) -> float:
         """Multiplier that moves these times to ``precision``."""
@@ -68,11 +75,13 @@ def parse_service_time_model(body: Mapping[str, Any]) -> ServiceTimeModel:
     kind: ServiceTimes
     timePerBatch: 5ms
     timePerItem: 0.2ms
+    timePerRequest: 0.1ms    # optional: serving stack's own cost per request per execution
+    jitter: 0.05             # optional: coefficient of variation of execution times
     precision: fp32          # what the times were measured at
     coldStart: 45s
     warmStart: 2s
     classes:
-      l4: {timePerBatch: 9ms, timePerItem: 0.5ms}
+      l4: {timePerBatch: 9ms, timePerItem: 0.5ms, jitter: 0.1}
     """
 
     def seconds(value: object, name: str) -> float:
@@ -85,13 +94,28 @@ def parse_service_time_model(body: Mapping[str, Any]) -> ServiceTimeModel:
                 raise ValueError(f"{name}: {exc}") from exc
         raise ValueError(f"{name}: expected a duration such as 5ms, got {value!r}")
 
-    classes = {
-        str(name): ClassTimes(
-            per_batch=seconds(times.get("timePerBatch"), f"classes.{name}.timePerBatch"),
-            per_item=seconds(times.get("timePerItem"), f"classes.{name}.timePerItem"),
+    def optional(value: object, name: str) -> float | None:
+        return None if value is None else seconds(value, name)
+
+    def fraction(value: object, name: str) -> float:
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+            return float(value)
+        raise ValueError(f"{name}: expected a number >= 0, got {value!r}")
+
+    classes: dict[str, ClassTimes] = {}
+    for name, times in (body.get("classes") or {}).items():
+        where = f"classes.{name}"
+        batch = optional(times.get("timePerBatch"), f"{where}.timePerBatch")
+        item = optional(times.get("timePerItem"), f"{where}.timePerItem")
+        if (batch is None) != (item is None):
+            raise ValueError(f"{where}: give timePerBatch and timePerItem together")
+        jitter = times.get("jitter")
+        classes[str(name)] = ClassTimes(
+            per_batch=batch,
+            per_item=item,
+            per_request=optional(times.get("timePerRequest"), f"{where}.timePerRequest"),
+            jitter_cv=None if jitter is None else fraction(jitter, f"{where}.jitter"),
         )
-        for name, times in (body.get("classes") or {}).items()
-    }
     precision = str(body.get("precision", "fp32"))
     if precision not in PRECISION_SPEEDUP:
         raise ValueError(f"precision: one of {', '.join(PRECISION_SPEEDUP)}, got {precision!r}")
@@ -102,7 +126,8 @@ def parse_service_time_model(body: Mapping[str, Any]) -> ServiceTimeModel:
         classes=classes,
         cold_start=seconds(body.get("coldStart", 60.0), "coldStart"),
         warm_start=seconds(body.get("warmStart", 2.0), "warmStart"),
-        jitter_cv=float(body.get("jitter", 0.0)),
+        jitter_cv=fraction(body.get("jitter", 0.0), "jitter"),
+        per_request=seconds(body.get("timePerRequest", 0.0), "timePerRequest"),
     )
 
 
@@ -171,7 +196,7 @@ def sim_config_from_spec(
     pools = []
     for name in spec.accelerators.classes:
         accel = classes.get(name)
-        measured = times.classes.get(name)
+        measured = times.classes.get(name) or ClassTimes()
         pools.append(
             AcceleratorPool(
                 name=name,
@@ -180,8 +205,10 @@ def sim_config_from_spec(
                 * spec.accelerators.gpus_per_pod,
                 cold_start=times.cold_start,
                 warm_start=times.warm_start,
-                per_batch=measured.per_batch * factor if measured else None,
-                per_item=measured.per_item * factor if measured else None,
+                per_batch=None if measured.per_batch is None else measured.per_batch * factor,
+                per_item=None if measured.per_item is None else measured.per_item * factor,
+                per_request=measured.per_request,
+                jitter_cv=measured.jitter_cv,
             )
         )
     scaling = spec.scaling
@@ -192,6 +219,7 @@ def sim_config_from_spec(
             per_item=times.per_item,
             precision_factor=factor,
             jitter_cv=times.jitter_cv,
+            per_request=times.per_request,
         ),
         classes=tuple(pools),
         slo_latency=spec.slo.latency_s,
