@@ -4,14 +4,22 @@
 
 Starts one tritonserver (nvidia-pytriton wheel) on loopback with two copies of the
 catalogue "sleeper" model (5 ms per execution + 0.2 ms per item): one with dynamic
-batching (max batch 32, preferred 8/16/32, 2 ms delay), one without. The same Poisson
-arrival times are replayed open-loop against Triton (e2e.loadgen) and fed to the
-simulator (one replica, one instance). Two numbers are calibrated from Triton on a light
-unbatched load and stated: the per-execution overhead of the Python backend (Triton's own
-compute_infer time per execution minus the model's 5.2 ms; it costs capacity, so the
-simulator adds it to the time per execution), the remaining fixed per-request overhead
-(gRPC, client; median latency minus the execution time; it adds latency only), and the
-spread of execution times (log-normal CV from Triton's compute-time summary p50/p95).
+batching (max batch 32, preferred 8/16/32, 2 ms delay), one without. Poisson arrivals are
+replayed open-loop against Triton (e2e.loadgen); the simulator (one replica, one
+instance) gets the times at which the load generator actually sent each request, since
+that is where the measured latency starts.
+
+One calibration, made before the six loads and reused for all of them, measures what the
+simulator cannot know from the model's stated times:
+
+* the instance's occupancy per execution, from Triton's per-batch-size statistics
+  (compute_input + compute_infer + compute_output per execution, fitted to
+  a + b * batch size over a light unbatched load and a 400 req/s batched load): the
+  Python backend's cost per execution (a - 5 ms) and per request (b - 0.2 ms);
+* the spread of execution times (log-normal CV from Triton's compute-time summary
+  p50/p95 on the light load);
+* the time outside Triton (client, gRPC): the client's mean latency minus Triton's mean
+  request duration on the light load.
 
 Prints simulated vs measured p50, p95 and throughput per load and whether each is within
 +-10%. Every load is bounded in requests and wall time; the server is stopped by its own
@@ -21,6 +29,7 @@ process group.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import sys
@@ -45,6 +54,7 @@ from gpuserve.sim.workload import Workload, poisson_workload  # noqa: E402
 
 EXEC_MS, ITEM_MS = 5.0, 0.2
 TOLERANCE = 0.10
+CALIBRATION_RATES = (20.0, 400.0)  # light unbatched, moderate batched (req/s)
 
 _SIGNATURE = (
     'input [ { name: "INPUT", data_type: TYPE_FP32, dims: [ 4 ] } ]\n'
@@ -88,6 +98,7 @@ class Row:
     sim: tuple[float, float, float]  # p50 ms, p95 ms, throughput req/s
     real: tuple[float, float, float]
     failures: int
+    drift: float  # Triton's occupancy during this load / the calibrated model's, minus 1
 
 
 def measure(grpc: str, model: str, workload: Workload, seconds: float) -> LoadResult:
@@ -97,19 +108,39 @@ def measure(grpc: str, model: str, workload: Workload, seconds: float) -> LoadRe
     return replay(arrivals, target, limits, mode="fidelity")
 
 
-def simulated(
-    kind: str, workload: Workload, *, exec_extra: float, overhead: float, jitter: float
-) -> SimResult:
+@dataclass(frozen=True)
+class Calibration:
+    """Measured once, before the loads, and used for all of them (seconds)."""
+
+    per_batch: float  # instance occupancy per execution (model + backend)
+    per_request: float  # backend's occupancy per request, beyond the model's per-item time
+    jitter: float  # CV of execution time
+    overhead: float  # client + gRPC time outside Triton's request duration
+    occupancy: dict[int, tuple[int, float]]  # batch size -> (executions, mean seconds)
+
+
+def simulated(kind: str, arrivals: list[float], cal: Calibration) -> SimResult:
     config = SimConfig(
         batcher=BATCHERS[kind],
         service=ServiceTimes(
-            per_batch=EXEC_MS / 1000 + exec_extra, per_item=ITEM_MS / 1000, jitter_cv=jitter
+            per_batch=cal.per_batch,
+            per_item=ITEM_MS / 1000,
+            per_request=cal.per_request,
+            jitter_cv=cal.jitter,
         ),
         classes=(AcceleratorPool("cpu"),),
         slo_latency=1.0,
-        latency_overhead=overhead,
+        latency_overhead=cal.overhead,
     )
+    workload = Workload(arrivals=tuple(arrivals), items=(1,) * len(arrivals))
     return simulate(config=config, workload=workload, scaler=_Idle())
+
+
+def sent_times(result: LoadResult) -> list[float]:
+    """When the load generator actually sent each answered request (its latency starts
+    there), sorted; its event loop sends a little after the scheduled time, by an amount
+    that varies with the machine's load."""
+    return sorted(r.send_s for r in result.records if r.ok and r.latency_s is not None)
 
 
 def counters(metrics_url: str, model: str) -> dict[str, float]:
@@ -137,6 +168,90 @@ def jitter_cv(after: dict[str, float]) -> float:
     return math.sqrt(math.expm1(sigma * sigma))
 
 
+@dataclass(frozen=True)
+class ModelStats:
+    """Cumulative figures from Triton's statistics extension for one model."""
+
+    requests: int
+    request_ns: int
+    # batch size -> (executions, ns of compute_input + compute_infer + compute_output)
+    batches: dict[int, tuple[int, int]]
+
+    def since(self, before: ModelStats) -> ModelStats:
+        batches = {}
+        for size, (count, ns) in self.batches.items():
+            c0, ns0 = before.batches.get(size, (0, 0))
+            if count > c0:
+                batches[size] = (count - c0, ns - ns0)
+        return ModelStats(
+            self.requests - before.requests, self.request_ns - before.request_ns, batches
+        )
+
+
+def model_stats(http_url: str, model: str) -> ModelStats:
+    _, text = http_text(f"{http_url}/v2/models/{model}/stats")
+    stats = json.loads(text)["model_stats"][0]
+    success = stats["inference_stats"]["success"]
+    batches = {}
+    for entry in stats.get("batch_stats", []):
+        parts = ("compute_input", "compute_infer", "compute_output")
+        batches[int(entry["batch_size"])] = (
+            int(entry["compute_infer"]["count"]),
+            sum(int(entry[p]["ns"]) for p in parts),
+        )
+    return ModelStats(int(success["count"]), int(success["ns"]), batches)
+
+
+def fit_line(points: dict[int, tuple[int, float]]) -> tuple[float, float]:
+    """Least squares a + b * n through (n, mean) points weighted by their counts."""
+    total = sum(c for c, _ in points.values())
+    mean_n = sum(n * c for n, (c, _) in points.items()) / total
+    mean_y = sum(y * c for _, (c, y) in points.items()) / total
+    var = sum(c * (n - mean_n) ** 2 for n, (c, _) in points.items())
+    if var <= 0:
+        return mean_y - mean_n * ITEM_MS / 1000, ITEM_MS / 1000
+    slope = sum(c * (n - mean_n) * (y - mean_y) for n, (c, y) in points.items()) / var
+    return mean_y - slope * mean_n, slope
+
+
+def calibrate(triton: TritonServer, grpc: str) -> Calibration:
+    """One light unbatched load and one moderate batched load, 5 s each."""
+    light_rate, batched_rate = CALIBRATION_RATES
+    single, batched = MODEL["no batching"], MODEL["batching"]
+    before = model_stats(triton.http_url, single)
+    light = measure(grpc, single, poisson_workload(rate=light_rate, duration=5, seed=2), 5)
+    light_stats = model_stats(triton.http_url, single).since(before)
+    jitter = jitter_cv(counters(triton.metrics_url, single))
+    before = model_stats(triton.http_url, batched)
+    measure(grpc, batched, poisson_workload(rate=batched_rate, duration=5, seed=3), 5)
+    batched_stats = model_stats(triton.http_url, batched).since(before)
+    occupancy: dict[int, tuple[int, float]] = {}
+    for stats in (light_stats, batched_stats):
+        for size, (count, ns) in stats.batches.items():
+            c0, mean0 = occupancy.get(size, (0, 0.0))
+            occupancy[size] = (c0 + count, (c0 * mean0 + ns / 1e9) / (c0 + count))
+    per_batch, slope = fit_line(occupancy)
+    lat = light.latencies_s()
+    server = light_stats.request_ns / 1e9 / max(light_stats.requests, 1)
+    return Calibration(
+        per_batch=max(0.0, per_batch),
+        per_request=max(0.0, slope - ITEM_MS / 1000),
+        jitter=jitter,
+        overhead=max(0.0, statistics.fmean(lat) - server),
+        occupancy=occupancy,
+    )
+
+
+def occupancy_drift(stats: ModelStats, cal: Calibration) -> float:
+    """How much longer (+) or shorter (-) Triton's executions were during one load than the
+    calibrated model predicts for the same batch sizes: a diagnostic of the machine's load
+    at that moment, not an input to the simulator."""
+    slope = cal.per_request + ITEM_MS / 1000
+    expected = sum(c * (cal.per_batch + slope * n) for n, (c, _) in stats.batches.items())
+    measured = sum(ns / 1e9 for _, ns in stats.batches.values())
+    return measured / expected - 1 if expected > 0 else 0.0
+
+
 def real_stats(result: LoadResult) -> tuple[float, float, float]:
     ok = [r for r in result.records if r.ok and r.latency_s is not None]
     lat = sorted(r.latency_s for r in ok if r.latency_s is not None)
@@ -159,24 +274,34 @@ def within(sim: float, real: float) -> bool:
     return abs(sim - real) <= TOLERANCE * real
 
 
-def table(rows: list[Row], exec_ms: float, overhead_ms: float, jitter: float) -> str:
+def table(rows: list[Row], cal: Calibration) -> str:
+    sizes = ", ".join(
+        f"{n}: {mean * 1e3:.2f}" for n, (count, mean) in sorted(cal.occupancy.items()) if count >= 5
+    )
     out = [
-        f"calibrated from Triton (light unbatched load): +{exec_ms:.2f} ms per execution "
-        f"(Python backend), +{overhead_ms:.2f} ms per request outside Triton's compute, "
-        f"execution-time CV {jitter:.2f} (from its compute p50/p95)",
+        f"calibrated once from Triton ({CALIBRATION_RATES[0]:g} req/s unbatched, "
+        f"{CALIBRATION_RATES[1]:g} req/s batched, 5 s each): occupancy per execution "
+        f"{cal.per_batch * 1e3:.2f} ms + {(cal.per_request * 1e3 + ITEM_MS):.3f} ms per request "
+        f"(Python backend +{cal.per_batch * 1e3 - EXEC_MS:.2f} ms per execution, "
+        f"+{cal.per_request * 1e3:.3f} ms per request), execution-time CV {cal.jitter:.2f}, "
+        f"{cal.overhead * 1e3:.2f} ms per request outside Triton",
+        f"measured occupancy by batch size (ms; 5+ executions): {sizes}",
         "",
         "| config | offered req/s | p50 sim / real ms | p95 sim / real ms | "
-        "throughput sim / real req/s | within +-10% (p50, p95, thr) |",
-        "|---|---|---|---|---|---|",
+        "throughput sim / real req/s | error p50, p95, thr | within +-10% (p50, p95, thr) "
+        "| Triton occupancy vs calibration |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         flags = ", ".join(
             "yes" if within(s, m) else "no" for s, m in zip(r.sim, r.real, strict=True)
         )
+        errors = ", ".join(f"{(s - m) / m:+.0%}" for s, m in zip(r.sim, r.real, strict=True))
         fail = f" ({r.failures} failed)" if r.failures else ""
         out.append(
             f"| {r.config} | {r.rate:g}{fail} | {r.sim[0]:.1f} / {r.real[0]:.1f} | "
-            f"{r.sim[1]:.1f} / {r.real[1]:.1f} | {r.sim[2]:.0f} / {r.real[2]:.0f} | {flags} |"
+            f"{r.sim[1]:.1f} / {r.real[1]:.1f} | {r.sim[2]:.0f} / {r.real[2]:.0f} | {errors} "
+            f"| {flags} | {r.drift:+.1%} |"
         )
     return "\n".join(out)
 
@@ -195,36 +320,23 @@ def main(argv: list[str] | None = None) -> int:
         extra = ["--metrics-config", "summary_latencies=true"]
         with TritonServer(repo, extra_flags=extra) as triton:
             grpc = triton.grpc_url.removeprefix("grpc://")
-            # Warm both models, then calibrate the fixed overhead on a light load.
-            for kind in CONFIGS:
+            for kind in CONFIGS:  # warm both models
                 measure(grpc, MODEL[kind], poisson_workload(rate=20, duration=2, seed=1), 2)
-            before = counters(triton.metrics_url, MODEL["no batching"])
-            light = measure(
-                grpc, MODEL["no batching"], poisson_workload(rate=20, duration=5, seed=2), 5
-            )
-            after = counters(triton.metrics_url, MODEL["no batching"])
-            execs = after["nv_inference_exec_count"] - before["nv_inference_exec_count"]
-            compute_us = (
-                after["nv_inference_compute_infer_duration_us"]
-                - before["nv_inference_compute_infer_duration_us"]
-            )
-            per_exec = compute_us / 1e6 / max(execs, 1.0)
-            exec_extra = max(0.0, per_exec - (EXEC_MS + ITEM_MS) / 1000)
-            lat = [r.latency_s for r in light.records if r.ok and r.latency_s is not None]
-            overhead = max(0.0, statistics.median(lat) - per_exec)
-            jitter = jitter_cv(after)
+            cal = calibrate(triton, grpc)
             rows: list[Row] = []
             plan = [("no batching", r) for r in args.single_rates]
             plan += [("batching", r) for r in args.batching_rates]
             for kind, rate in plan:
                 workload = poisson_workload(rate=rate, duration=args.seconds, seed=args.seed)
+                before = model_stats(triton.http_url, MODEL[kind])
                 real = measure(grpc, MODEL[kind], workload, args.seconds)
-                sim = simulated(
-                    kind, workload, exec_extra=exec_extra, overhead=overhead, jitter=jitter
+                drift = occupancy_drift(
+                    model_stats(triton.http_url, MODEL[kind]).since(before), cal
                 )
-                rows.append(Row(kind, rate, sim_stats(sim), real_stats(real), real.failures))
+                sim = simulated(kind, sent_times(real), cal)
+                rows.append(Row(kind, rate, sim_stats(sim), real_stats(real), real.failures, drift))
                 print(f"  measured {kind} at {rate:g} req/s", file=sys.stderr)
-    print(table(rows, exec_extra * 1e3, overhead * 1e3, jitter))
+    print(table(rows, cal))
     return 0
 
 
