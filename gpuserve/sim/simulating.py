@@ -15,6 +15,9 @@ the dynamic batcher (docs/autoscaling.md has the full list):
   max_queue_delay is 0, or when the oldest request has waited max_queue_delay; before
   that it sends a batch of a preferred size if it has one, else it waits for more
   requests or the delay to expire.
+* With prefetching (Triton's behaviour without priorities or a queue policy) the batcher
+  forms the next batch by the same rules while the instances are busy and queues it; later
+  arrivals join that waiting batch only in groups that reach the next preferred size.
 * Without dynamic batching every request executes alone.
 * An execution of n items in r requests takes
   (per_batch + n * per_item) * precision_factor / speed + r * per_request, times an
