@@ -301,10 +301,9 @@ def apply_crds(cluster: ClusterHandle, directory: Path) -> None:
 
 
 def cleanup_services(cluster: ClusterHandle, namespace: str) -> None:
-    """Deletes the namespace's services while an operator still runs: kopf's timers put a
-    finalizer on each, which only a running operator removes. Whatever is still there
-    afterwards (the operator was paused or broken) loses its finalizer by hand, so the
-    namespace can go."""
+    """Deletes the namespace's services. gpuserve puts no finalizer on them; a leftover one
+    (from an operator version that used kopf timers) is cleared by hand so the namespace
+    can go whatever state the operator under test is in."""
     cluster.kubectl(
         "delete",
         "inferenceservices",

@@ -57,8 +57,8 @@ def local_stack(
         try:
             yield Stack(cluster, plane, operator)
         finally:
-            # kopf timers put a finalizer on every InferenceService: delete them while the
-            # operator still runs, or their namespaces hang in Terminating.
+            # Delete the services while the operator still runs, so their pods' Triton
+            # processes are stopped by the runner that started them.
             for namespace in sorted(namespaces or ()):
                 cluster.kubectl(
                     "delete",

@@ -1,0 +1,496 @@
+"""Fuzz: near-valid InferenceService and AcceleratorClass bodies against the real API server.
+
+Hypothesis mutates valid bodies (wrong types, out-of-range numbers, odd strings, huge
+lists, missing and unknown fields, odd object names) and creates each with
+fieldValidation=Strict. Every input must be either rejected with a message that names a
+field, or accepted and reconciled: a status for the current generation with a Ready
+condition, and Stalled with a reason when it cannot run. The operator must stay alive, log
+no traceback, and not retry in a storm (its writes are counted from the API server's
+metrics). GPUSERVE_FUZZ_EXAMPLES (default 60) bounds the inputs per kind; GPUSERVE_FUZZ_SEED
+replays a run (the seed is printed). Figures go to $GPUSERVE_RELIABILITY_LOG when set.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import random
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from e2e.chaoskit import unexpected_tracebacks, writes_by_resource
+from e2e.cluster.testkit import ClusterHandle, wait_for
+from e2e.invalid_cases import valid_class, valid_service
+from e2e.operatorkit import OperatorProcess, install_classes, install_crds, settle
+from gpuserve.api.models import GROUP, VERSION
+
+pytestmark = pytest.mark.cluster
+
+Obj = dict[str, Any]
+EXAMPLES = int(os.environ.get("GPUSERVE_FUZZ_EXAMPLES", "60"))
+SEED = int(os.environ.get("GPUSERVE_FUZZ_SEED", str(random.SystemRandom().randrange(2**32))))
+RECONCILE_TIMEOUT_S = 90.0
+QUIET_WINDOW_S = 20.0
+# Writes per accepted object the operator may send in the quiet window (a failing object
+# is retried about once a minute; a storm is many per second).
+MAX_QUIET_WRITES_PER_OBJECT = 2.0
+OPERATOR_RESOURCES = (
+    "configmaps/", "deployments/", "services/", "poddisruptionbudgets/", "pods/",
+    "inferenceservices/status", "acceleratorclasses/status",
+)
+REPORT_ENV = "GPUSERVE_RELIABILITY_LOG"
+# A rejection names the field: `spec.batching.maxBatchSize: Invalid value`, `unknown
+# field "spec.x"` (x may be any unicode), `metadata.name: Invalid value`, or for metadata
+# of the wrong JSON type, `Go struct field ObjectMeta.labels of type ...`.
+FIELD_IN_MESSAGE = re.compile(r"\b(spec|metadata)(\.|\[|: | in body)|ObjectMeta\.")
+
+# --------------------------------------------------------------------------- strategies
+
+ODD_STRINGS = [
+    "", " ", "0", "-1", "1e3", "null", "true", "NaN", "ms", "-1ms", "1.5ms", "0ms",
+    "2000000h", "1h1m1s", "../../etc", "${HOME}", "a/b", "a b", "ÄÖÜ", "模型", "\u200b",
+    "line\nbreak", "tab\t", "'quote\"", "x" * 64, "x" * 300, "y" * 5000,
+]
+ODD_INTS = [-(2**63), -(2**31), -1, 0, 1, 2, 7, 8, 15, 16, 17, 63, 64, 65, 97, 100, 1000,
+            1001, 4096, 4097, 65536, 2**31, 2**53, 2**63 - 1]
+
+scalars = st.one_of(
+    st.sampled_from(ODD_STRINGS),
+    st.text(max_size=40),
+    st.sampled_from(ODD_INTS),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(allow_nan=False, allow_infinity=False, width=64),
+    st.booleans(),
+    st.none(),
+)
+odd_values = st.one_of(
+    scalars,
+    st.lists(scalars, max_size=5),
+    st.lists(st.integers(min_value=1, max_value=16), min_size=17, max_size=2000),  # huge
+    st.lists(st.sampled_from(["h100", "l4", "h100", "x" * 70]), min_size=0, max_size=12),
+    st.dictionaries(st.text(max_size=12), scalars, max_size=4),
+)
+
+# Paths of the valid bodies; [n] indexes a list. Values near the valid ones per field, on
+# top of the generic odd values.
+SERVICE_PATHS: dict[str, list[Any]] = {
+    "spec": [None, "spec", [], {}],
+    "spec.model": [{}, {"name": "m"}],
+    "spec.model.name": ["sleeper.v2", "-x", "a/b", "x" * 63, "x" * 64],
+    "spec.model.storageUri": ["s3://b/p", "pvc://claim", "pvc://claim/p", "http://x", "demo://"],
+    "spec.model.format": ["onnx", "tensorrt", "pytorch", "tensorflow", "caffe", "ONNX"],
+    "spec.model.version": [0, 1, -1, 2**31],
+    "spec.model.storageSecretRef": [{"name": "creds"}, {"name": ""}, {}, "creds"],
+    "spec.model.inputs": [[], [{"name": "x", "dataType": "FP32", "dims": [1]}] * 33],
+    "spec.model.inputs[0].dims": [[], [0], [-1], [-2], [1] * 9, [2**40]],
+    "spec.model.inputs[0].dataType": ["FP32", "fp32", "FP128", "STRING"],
+    "spec.model.inputs[0].name": ["", "x" * 129],
+    "spec.model.outputs": [[]],
+    "spec.model.parameters": [{"k": "v"}, {"k": 1}, {f"k{i}": "v" for i in range(65)}],
+    "spec.precision": ["fp16", "bf16", "int8", "fp8", "fp64", "FP16"],
+    "spec.batching": [{}, None],
+    "spec.batching.maxBatchSize": [0, 1, 4096, 4097, -1],
+    "spec.batching.preferredBatchSizes": [[], [0], [8, 8], [9], list(range(1, 18))],
+    "spec.batching.maxQueueDelay": ["0ms", "49ms", "50ms", "100us", "1m", "1.5ms"],
+    "spec.batching.priorityLevels": [0, 1, 16, 17],
+    "spec.batching.defaultPriorityLevel": [0, 1, 2, 17],
+    "spec.batching.queuePolicy": [{}, {"timeout": "1ms"}, {"timeoutAction": "Delay"}],
+    "spec.batching.queuePolicy.maxQueueSize": [0, 1_000_000, 1_000_001],
+    "spec.slo": [{}, {"latency": "1s"}],
+    "spec.slo.latency": ["1us", "3ms", "1h", "0ms"],
+    "spec.slo.percentile": [50, 90, 95, 99, 99.9, 100, "95"],
+    "spec.accelerators.classes": [[], ["l4"], ["ghost"], ["h100", "h100"], ["a100-1g10gb"],
+                                  ["a100-3g40gb", "l4", "h100", "a100-1g10gb"], ["x" * 64]],
+    "spec.accelerators.gpusPerPod": [0, 1, 2, 8, 9],
+    "spec.scaling": [{}, {"minReplicas": 1}],
+    "spec.scaling.minReplicas": [0, 1, 2, 1000, 1001],
+    "spec.scaling.maxReplicas": [0, 1, 1000, 1001],
+    "spec.scaling.warmPool": [0, 1, 64, 65],
+    "spec.scaling.engine": ["builtin", "keda", "hpa"],
+    "spec.scaling.mode": ["active", "advisory", "passive"],
+    "spec.scaling.targetQueueDepth": [0, 1, 100_000, 100_001],
+    "spec.scaling.scaleDownStabilization": ["0s", "10m", "forever"],
+    "spec.tier": ["interactive", "batch", "realtime"],
+    "spec.triton": [{}, None],
+    "spec.triton.image": ["", "img", "x" * 513, "registry:5000/img@sha256:abc"],
+    "spec.triton.args": [["--log-verbose=1"], ["a"] * 33, [""]],
+    "spec.triton.resources.cpu": ["500m", "2", "0.5", "lots", "-1", "1Ki"],
+    "spec.triton.resources.memory": ["8Gi", "1e3", "lots", "8GB"],
+    "spec.triton.responseCache": [True, "yes"],
+    "spec.triton.responseCacheSize": ["1Gi", "1GB", "0"],
+    "spec.triton.instanceCount": [0, 1, 16, 17],
+    "spec.triton.exitTimeoutSeconds": [0, 1, 3600, 3601],
+    "spec.triton.pod.tolerations": [[{"key": "a", "operator": "Exists"}],
+                                    [{"key": "a", "tolerationSeconds": 5}],
+                                    [{"operator": "Equal", "value": "v"}]],
+    "spec.triton.pod.nodeSelector": [{"zone": "a"}, {"bad key!": "v"}, {"k": "bad value!"}],
+    "spec.triton.pod.serviceAccountName": ["sa", "Bad_SA", ""],
+    "spec.triton.pod.imagePullSecrets": [[{"name": "pull"}], [{}], [{"name": ""}]],
+    "metadata.labels": [{"a": "b"}, {"bad key!": "v"}],
+}
+CLASS_PATHS: dict[str, list[Any]] = {
+    "spec": [None, {}, "spec"],
+    "spec.gpuProduct": ["NVIDIA-L4", "", "bad product", "x" * 64],
+    "spec.mig": [{}, {"profile": "1g.10gb"}, {"profile": "1g.10gb", "strategy": "single"},
+                 {"profile": "8g.80gb"}, {"profile": "3g.40gb+me"}],
+    "spec.resourceName": ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "gpu", "a/b/c"],
+    "spec.nodeLabels": [{"zone": "a"}, {"bad key!": "v"}],
+    "spec.computeCapability": ["8.0", "10.0", "8", "eight", "9.0.1"],
+    "spec.memoryGiB": [0, 1, 1024, 1025],
+    "spec.relativeSpeed": [0, 0.001, 100, 100.5, -1],
+    "spec.costPerHour": [0, -0.01, 10_000, 10_001],
+}
+# Object names: the API server takes any DNS subdomain (dots, 253 characters, a leading
+# digit) for a custom resource, but a Service (child) needs a DNS label starting with a letter.
+ODD_NAMES = ["my.model", "9lives", "x" * 52, "x" * 63, "x" * 64, "a" * 253, "UPPER",
+             "-dash", "under_score", "ok"]
+
+_PATH_PART = re.compile(r"([^.\[\]]+)(?:\[(\d+)\])?")
+
+
+def _parts(path: str) -> list[str | int]:
+    parts: list[str | int] = []
+    for name, index in _PATH_PART.findall(path):
+        parts.append(name)
+        if index:
+            parts.append(int(index))
+    return parts
+
+
+def _mutate(body: Obj, path: str, action: str, value: Any) -> None:
+    """set / drop / unknown (adds a field the schema does not know) at path, building
+    missing parents on the way."""
+    parts = _parts(path)
+    node: Any = body
+    for part in parts[:-1]:
+        if isinstance(part, int):
+            if not isinstance(node, list) or len(node) <= part:
+                return  # an earlier mutation replaced the list: nothing to do here
+            node = node[part]
+        else:
+            if not isinstance(node, dict):
+                return
+            if not isinstance(node.get(part), dict | list):
+                node[part] = {}
+            node = node[part]
+    last = parts[-1]
+    if isinstance(last, int) or not isinstance(node, dict):
+        return
+    if action == "drop":
+        node.pop(last, None)
+    elif action == "unknown":
+        target = node.get(last)
+        if isinstance(target, dict):
+            target["fuzzUnknownField"] = value
+        else:
+            node[f"{last}Typo"] = value
+    else:
+        node[last] = value
+
+
+@dataclass(frozen=True)
+class Mutation:
+    path: str
+    action: str  # set | drop | unknown
+    value: Any
+
+
+def mutations(paths: dict[str, list[Any]]) -> st.SearchStrategy[list[Mutation]]:
+    def one(path: str) -> st.SearchStrategy[Mutation]:
+        near = st.sampled_from(paths[path] or [None])
+        # Mostly near-valid: values from the field's own list three times in four.
+        return st.builds(Mutation, st.just(path),
+                         st.sampled_from(["set", "set", "set", "set", "drop", "unknown"]),
+                         st.one_of(near, near, near, odd_values))
+
+    return st.lists(st.sampled_from(sorted(paths)).flatmap(one), min_size=1, max_size=2)
+
+
+def base_service(name: str) -> Obj:
+    body = valid_service(name)
+    # Start small: most inputs are config-only (no pods), so GPUs are not the limit.
+    body["spec"]["scaling"] = {"minReplicas": 0, "maxReplicas": 1}
+    return body
+
+
+# --------------------------------------------------------------------------- harness
+
+
+@dataclass
+class Tally:
+    tried: int = 0
+    accepted: list[tuple[str, str | None, list[Mutation]]] = field(default_factory=list)
+    rejected: int = 0
+    failures: list[str] = field(default_factory=list)
+    reasons: dict[str, int] = field(default_factory=dict)
+
+
+def _message(exc: ApiException) -> str:
+    try:
+        return str(json.loads(exc.body).get("message", exc.body))
+    except (TypeError, ValueError):
+        return str(exc.body)
+
+
+def submit(custom: client.CustomObjectsApi, namespace: str | None, body: Obj,
+           tally: Tally, muts: list[Mutation]) -> None:
+    tally.tried += 1
+    plural = "inferenceservices" if namespace else "acceleratorclasses"
+    try:
+        if namespace:
+            custom.create_namespaced_custom_object(GROUP, VERSION, namespace, plural, body,
+                                                   field_validation="Strict")
+        else:
+            custom.create_cluster_custom_object(GROUP, VERSION, plural, body,
+                                                field_validation="Strict")
+    except ApiException as exc:
+        message = _message(exc)
+        if exc.status == 409:  # a repeated odd name: nothing new to learn
+            tally.tried -= 1
+            return
+        tally.rejected += 1
+        if exc.status not in (400, 422) or not FIELD_IN_MESSAGE.search(message):
+            tally.failures.append(f"rejected with {exc.status} without naming a field: "
+                                  f"{message[:300]} (mutations {muts})")
+        return
+    name = body.get("metadata", {}).get("name", "")
+    tally.accepted.append((name, namespace, muts))
+
+
+def reconciled(obj: Obj) -> str | None:
+    """None if the status is a verdict on the current generation; else what is missing."""
+    status = obj.get("status") or {}
+    gen = obj["metadata"].get("generation")
+    if status.get("observedGeneration") != gen:
+        return f"observedGeneration {status.get('observedGeneration')} != {gen}"
+    conds = {c["type"]: c for c in status.get("conditions") or []}
+    if "Ready" not in conds:
+        return "no Ready condition"
+    if obj["kind"] == "InferenceService":
+        stalled = conds.get("Stalled")
+        if stalled is None or "Reconciling" not in conds:
+            return "no Stalled/Reconciling conditions"
+        if stalled["status"] == "True" and not stalled.get("reason"):
+            return "Stalled without a reason"
+    return None
+
+
+def verdicts(custom: client.CustomObjectsApi, tally: Tally) -> dict[str, str]:
+    """What is still missing, per accepted object (empty when all are reconciled)."""
+    missing: dict[str, str] = {}
+    for name, namespace, _ in tally.accepted:
+        try:
+            if namespace:
+                obj = custom.get_namespaced_custom_object(GROUP, VERSION, namespace,
+                                                          "inferenceservices", name)
+            else:
+                obj = custom.get_cluster_custom_object(GROUP, VERSION, "acceleratorclasses",
+                                                       name)
+        except ApiException as exc:
+            missing[name] = f"cannot read it back: {exc.status}"
+            continue
+        why = reconciled(obj)
+        if why:
+            missing[name] = why
+        else:
+            cond = next(c for c in obj["status"]["conditions"] if c["type"] == "Ready")
+            reason = f"{obj['kind']}/Ready={cond['status']}/{cond.get('reason')}"
+            tally.reasons[reason] = tally.reasons.get(reason, 0) + 1
+    return missing
+
+
+def operator_writes(cluster: ClusterHandle) -> float:
+    counts = writes_by_resource(cluster)
+    return sum(counts.get(k, 0.0) for k in OPERATOR_RESOURCES)
+
+
+def record(figures: dict[str, Any]) -> None:
+    line = json.dumps(figures, sort_keys=True)
+    print(line)
+    target = os.environ.get(REPORT_ENV)
+    if target:
+        with Path(target).open("a") as out:
+            out.write(line + "\n")
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: ClusterHandle,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
+    install_crds(cluster)
+    install_classes(cluster)
+    proc = OperatorProcess(cluster, tmp_path_factory.mktemp("fuzz") / "operator.log").start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def _drain_services(custom: client.CustomObjectsApi, namespace: str) -> None:
+    """Deletes the namespace's services while the operator runs, so their deletion is
+    part of what the suite watches the operator survive."""
+    items = custom.list_namespaced_custom_object(GROUP, VERSION, namespace,
+                                                 "inferenceservices")["items"]
+    for obj in items:
+        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "inferenceservices",
+                                               obj["metadata"]["name"])
+    wait_for(lambda: not custom.list_namespaced_custom_object(
+        GROUP, VERSION, namespace, "inferenceservices")["items"], 90, "fuzzed services gone")
+
+
+def _delete_classes(custom: client.CustomObjectsApi, names: list[str]) -> None:
+    for name in names:
+        try:
+            custom.delete_cluster_custom_object(GROUP, VERSION, "acceleratorclasses", name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def gone() -> bool:
+        items = custom.list_cluster_custom_object(GROUP, VERSION, "acceleratorclasses")["items"]
+        return not {o["metadata"]["name"] for o in items} & set(names)
+
+    wait_for(gone, 90, "fuzzed AcceleratorClasses gone")
+
+
+def run_fuzz(kind: str, cluster: ClusterHandle, operator: OperatorProcess,
+             namespace: str) -> None:
+    custom = client.CustomObjectsApi(cluster.api_client())
+    tally = Tally()
+    serial = iter(range(1, 1_000_000))
+    paths = SERVICE_PATHS if kind == "InferenceService" else CLASS_PATHS
+    writes_before = operator_writes(cluster)
+    log_start = len(operator.log_text())
+    started = time.monotonic()
+
+    def build(muts: list[Mutation], odd_name: str | None) -> Obj:
+        n = next(serial)
+        if kind == "InferenceService":
+            body = base_service(odd_name or f"fz-{n}")
+        else:
+            # Class names stay ours: a fuzzed class named like a real one would change
+            # what every other service in the cluster runs on.
+            body = copy.deepcopy(valid_class(f"fz-{SEED % 100000}-{n}"))
+        for m in muts:
+            _mutate(body, m.path, m.action, m.value)
+        return body
+
+    names = st.one_of(st.none(), st.none(), st.none(), st.sampled_from(ODD_NAMES))
+
+    @seed(SEED)
+    @settings(max_examples=EXAMPLES, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(muts=mutations(paths), odd_name=names if kind == "InferenceService" else st.none())
+    def one_input(muts: list[Mutation], odd_name: str | None) -> None:
+        body = build(muts, odd_name)
+        submit(custom, namespace if kind == "InferenceService" else None, body, tally, muts)
+        # Checked per input so hypothesis reports the first input that kills it.
+        assert operator.alive(), f"operator died after {muts}: {operator.log_tail()}"
+
+    try:
+        one_input()
+        deadline = time.monotonic() + RECONCILE_TIMEOUT_S
+        missing = verdicts(custom, tally)
+        while missing and time.monotonic() < deadline:
+            time.sleep(1.0)
+            tally.reasons.clear()
+            missing = verdicts(custom, tally)
+        reconcile_s = time.monotonic() - started
+        # A retry storm shows as writes that keep coming once every verdict is in.
+        settle(3)
+        quiet_before = operator_writes(cluster)
+        settle(QUIET_WINDOW_S)
+        quiet_writes = operator_writes(cluster) - quiet_before
+        total_writes = operator_writes(cluster) - writes_before
+        accepted = len(tally.accepted)
+        record({"suite": "fuzz", "kind": kind, "seed": SEED, "tried": tally.tried,
+                "accepted": accepted, "rejected": tally.rejected,
+                "verdicts": dict(sorted(tally.reasons.items())),
+                "seconds": round(reconcile_s, 1), "writes_total": total_writes,
+                "writes_in_quiet_window": quiet_writes})
+        assert not tally.failures, "\n".join(tally.failures[:10])
+        details = [f"{n}: {why}; mutations {[m for a, _, m in tally.accepted if a == n]}"
+                   for n, why in missing.items()]
+        assert not missing, f"accepted, not reconciled (seed {SEED}):\n" + "\n".join(details)
+        assert quiet_writes <= MAX_QUIET_WRITES_PER_OBJECT * max(accepted, 1), (
+            f"{quiet_writes} operator writes in {QUIET_WINDOW_S:.0f} s after reconciling "
+            f"{accepted} objects: a retry storm")
+        assert operator.alive()
+        unexpected = unexpected_tracebacks(operator.log_text()[log_start:])
+        assert not unexpected, f"operator tracebacks (seed {SEED}):\n" + "\n".join(unexpected)
+    finally:
+        if kind == "InferenceService":
+            _drain_services(custom, namespace)
+        else:
+            _delete_classes(custom, [n for n, ns, _ in tally.accepted if ns is None])
+
+
+def test_fuzzed_inference_services_are_rejected_or_reconciled(
+    cluster: ClusterHandle, operator: OperatorProcess, namespace: str
+) -> None:
+    run_fuzz("InferenceService", cluster, operator, namespace)
+
+
+def test_fuzzed_accelerator_classes_are_rejected_or_reconciled(
+    cluster: ClusterHandle, operator: OperatorProcess, namespace: str
+) -> None:
+    run_fuzz("AcceleratorClass", cluster, operator, namespace)
+
+
+# Inputs the fuzzer found that the API server accepts but the Kubernetes objects the
+# operator renders from them are invalid. Each must be rejected at admission (naming the
+# field) or end Stalled with a reason; today each ends with no status and a traceback.
+FOUND: list[tuple[str, Callable[[Obj], None]]] = [
+    ("dotted-name", lambda b: b["metadata"].update(name="my.model")),
+    ("digit-first-name", lambda b: b["metadata"].update(name="9lives")),
+    ("64-char-name", lambda b: b["metadata"].update(name="x" * 64)),
+    ("cpu-not-a-quantity", lambda b: b["spec"].update(triton={"resources": {"cpu": "lots"}})),
+    ("toleration-seconds-without-noexecute", lambda b: b["spec"].update(
+        triton={"pod": {"tolerations": [{"key": "a", "tolerationSeconds": 5}]}})),
+    ("node-selector-bad-key", lambda b: b["spec"].update(
+        triton={"pod": {"nodeSelector": {"bad key!": "v"}}})),
+    ("service-account-bad-name", lambda b: b["spec"].update(
+        triton={"pod": {"serviceAccountName": "Bad_SA"}})),
+]
+
+
+@pytest.mark.parametrize(("case", "mutate"), FOUND, ids=[c for c, _ in FOUND])
+def test_fuzz_found_input_is_rejected_or_stalled(
+    cluster: ClusterHandle, operator: OperatorProcess, namespace: str, case: str,
+    mutate: Callable[[Obj], None],
+) -> None:
+    custom = client.CustomObjectsApi(cluster.api_client())
+    body = base_service(f"found-{case}"[:40])
+    mutate(body)
+    name = body["metadata"]["name"]
+    log_start = len(operator.log_text())
+    try:
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "inferenceservices",
+                                               body, field_validation="Strict")
+    except ApiException as exc:
+        assert exc.status == 422 and FIELD_IN_MESSAGE.search(_message(exc)), _message(exc)
+        return
+    try:
+        def verdict() -> Obj | None:
+            obj = custom.get_namespaced_custom_object(GROUP, VERSION, namespace,
+                                                      "inferenceservices", name)
+            return obj if reconciled(obj) is None else None
+
+        obj = wait_for(verdict, 30, f"a status verdict on {case}")
+        stalled = next(c for c in obj["status"]["conditions"] if c["type"] == "Stalled")
+        assert stalled["status"] == "True" and stalled["reason"], stalled
+        assert operator.alive()
+        new_log = operator.log_text()[log_start:]
+        assert not unexpected_tracebacks(new_log), unexpected_tracebacks(new_log)[:3]
+    finally:
+        _drain_services(custom, namespace)
