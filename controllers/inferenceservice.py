@@ -15,7 +15,8 @@ import kopf
 
 from controllers.converging import ClusterView, converge, post_events, remember_kopf_context
 from gpuserve.api.models import GROUP, VERSION
-from gpuserve.resources.naming import LABEL_SERVICE
+from gpuserve.resources.naming import FIELD_MANAGER, LABEL_SERVICE
+from gpuserve.resources.ownership import owned_part
 
 log = logging.getLogger(__name__)
 ISVC = (GROUP, VERSION, "inferenceservices")
@@ -34,15 +35,22 @@ def extra_pod_labels() -> dict[str, str]:
 @kopf.index(*ISVC)
 def services(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[tuple[str, str], Any]:
     remember_kopf_context()  # for controllers.periodic's event posting
-    return {(namespace, name): dict(body)}
+    return {(namespace, name): _without_managed_fields(body)}
 
 
-def _strip(body: kopf.Body) -> dict[str, Any]:
+def _without_managed_fields(body: kopf.Body) -> dict[str, Any]:
     obj = dict(body)
     meta = dict(obj.get("metadata", {}))
     meta.pop("managedFields", None)
     obj["metadata"] = meta
     return obj
+
+
+def _strip(body: kopf.Body) -> dict[str, Any]:
+    """What the index keeps of a child: the fields gpuserve applied (all a reconcile
+    compares), not the whole object; at 1,000 services this is most of the memory."""
+    owned = owned_part(body, FIELD_MANAGER)
+    return owned if owned is not None else _without_managed_fields(body)
 
 
 def _child_index(namespace: str, labels: kopf.Labels, body: kopf.Body) -> Any:
