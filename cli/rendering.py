@@ -22,7 +22,7 @@ from gpuserve.api.models import (
     parse_accelerator_class,
     parse_inference_service,
 )
-from gpuserve.placement.planning import ClassCapacity, place, usable_classes
+from gpuserve.placement.planning import ClassCapacity, plan_pools, usable_classes
 from gpuserve.resources.rendering import PoolPlan, RenderInput, render_children
 
 
@@ -83,10 +83,25 @@ def render_service(
         raise RenderError(
             f"InferenceService {svc.metadata.name}: " + "; ".join(i.message for i in issues)
         )
-    wanted = svc.spec.scaling.min_replicas + svc.spec.scaling.warm_pool
     room = {c: ClassCapacity(free=10**6, total=10**6) for c in order}
-    plan = place(desired=wanted, order=order, now={}, capacity=room)
-    pools = {c: PoolPlan(replicas=plan.replicas[c], surge=plan.surge[c]) for c in order}
+    plan = plan_pools(
+        desired=svc.spec.scaling.min_replicas,
+        warm_pool=svc.spec.scaling.warm_pool,
+        order=order,
+        serving_now={},
+        standby_now={},
+        standby_serving={},
+        capacity=room,
+    )
+    pools = {
+        c: PoolPlan(
+            replicas=plan.serving[c],
+            surge=plan.surge[c],
+            standby=plan.standby[c],
+            standby_surge=plan.standby_surge[c],
+        )
+        for c in order
+    }
     return render_children(RenderInput(service=svc, classes=classes, pools=pools))
 
 

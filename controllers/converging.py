@@ -36,7 +36,7 @@ from gpuserve.placement.planning import (
     ClassCapacity,
     ClassIssue,
     PoolNow,
-    place,
+    plan_pools,
     usable_classes,
 )
 from gpuserve.placement.roles import PodState, assign_roles
@@ -175,28 +175,64 @@ def _converge(body: Obj, view: ClusterView) -> Outcome:
         return outcome
 
     per_pod = svc.spec.accelerators.gpus_per_pod
+    owner = f"{meta.get('namespace', '')}/{meta['name']}"
     capacity: dict[str, ClassCapacity] = {}
-    pools_now: dict[str, PoolNow] = {}
+    serving_now: dict[str, PoolNow] = {}
+    standby_now: dict[str, PoolNow] = {}
     for c in order:
-        cap = class_capacity(classes[c], nodes=view.nodes, pods=view.gpu_pods, per_pod=per_pod)
+        cap = class_capacity(
+            classes[c], nodes=view.nodes, pods=view.gpu_pods, per_pod=per_pod, owner=owner
+        )
         mine = [p for p in view.pods if p.accelerator_class == c and not p.deleting]
         stuck = [p for p in mine if p.unschedulable]
-        if stuck:  # the scheduler has the last word: a class it can't fill has no room
+        # The scheduler has the last word: a class it can't fill has no room. A stuck
+        # standby pod only says nothing is free: serving pods may still preempt.
+        if any(not p.standby for p in stuck):
             cap = ClassCapacity(free=0, total=cap.total)
+        elif stuck:
+            cap = ClassCapacity(free=0, total=cap.total, preemptible=cap.preemptible)
         capacity[c] = cap
-        pools_now[c] = PoolNow(
-            scheduled=sum(1 for p in mine if p.node), pending=sum(1 for p in mine if not p.node)
-        )
+        for now, pool in (
+            (serving_now, [p for p in mine if not p.standby]),
+            (standby_now, [p for p in mine if p.standby]),
+        ):
+            now[c] = PoolNow(
+                scheduled=sum(1 for p in pool if p.node),
+                pending=sum(1 for p in pool if not p.node),
+            )
     desired = desired_serving(svc, status)
-    wanted_total = desired + svc.spec.scaling.warm_pool
-    plan = place(
-        desired=wanted_total, order=order, now=pools_now, capacity=capacity, gpus_per_pod=per_pod
-    )
-    pools = {c: PoolPlan(replicas=plan.replicas[c], surge=plan.surge[c]) for c in order}
-    if svc.spec.scaling.engine == "keda":
-        # KEDA sizes the preferred class's Deployment; every ready pod serves.
-        pools = {c: PoolPlan(replicas=0) for c in order}
+    keda = svc.spec.scaling.engine == "keda"
+    if keda:  # KEDA sizes the preferred class's Deployment; every ready pod serves.
         desired = sum(1 for p in view.pods if p.ready and not p.deleting)
+    # Roles are decided first: the standby pods serving after them keep their place in
+    # the standby Deployments (warm pool + promoted) until serving-priority pods relieve them.
+    changes = assign_roles(view.pods, desired_serving=desired, order=order)
+    role_after = {c.pod: c.role for c in changes}
+    standby_serving: dict[str, int] = {}
+    for p in view.pods:
+        if p.standby and not p.deleting and role_after.get(p.name, p.role) == ROLE_SERVING:
+            standby_serving[p.accelerator_class] = standby_serving.get(p.accelerator_class, 0) + 1
+    plan = plan_pools(
+        desired=desired,
+        warm_pool=svc.spec.scaling.warm_pool,
+        order=order,
+        serving_now=serving_now,
+        standby_now=standby_now,
+        standby_serving=standby_serving,
+        capacity=capacity,
+        gpus_per_pod=per_pod,
+    )
+    pools = {
+        c: PoolPlan(
+            replicas=plan.serving[c],
+            surge=plan.surge[c],
+            standby=plan.standby[c],
+            standby_surge=plan.standby_surge[c],
+        )
+        for c in order
+    }
+    if keda:
+        pools = {c: PoolPlan(replicas=0) for c in order}
     # One pool per usable class: a listed class that cannot run this spec gets none.
     children = render_children(
         RenderInput(
@@ -207,9 +243,8 @@ def _converge(body: Obj, view: ClusterView) -> Outcome:
             prometheus_url=view.prometheus_url,
         )
     )
-    # Roles first: demoted pods get their low deletion cost before a Deployment shrinks,
-    # so the ReplicaSet deletes standby pods rather than serving ones.
-    changes = assign_roles(view.pods, desired_serving=desired, order=order)
+    # Role labels before the Deployments: demoted pods get their low deletion cost before
+    # a Deployment shrinks, so the ReplicaSet deletes standby pods rather than serving ones.
     for change in changes:
         patched = kube.patch_pod_metadata(
             meta["namespace"],
@@ -271,7 +306,7 @@ def _converge(body: Obj, view: ClusterView) -> Outcome:
         order=order,
         plan_unplaced=plan.unplaced,
         problems=plan.problems,
-        changes={c.pod: c.role for c in changes},
+        changes=role_after,
         desired=desired,
         gen=gen,
         issues=[i.message for i in issues],
@@ -418,4 +453,3 @@ def _write_status(body: Obj, status: InferenceServiceStatus, live_status: Obj) -
 def post_events(body: Obj, outcome: Outcome) -> None:
     for type_, reason, message in outcome.events:
         kopf.event(body, type=type_, reason=reason, message=message)
-

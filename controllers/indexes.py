@@ -2,7 +2,8 @@
 
 - ``accelerator_classes``: class name -> parsed spec (or the parse error);
 - ``gpu_nodes``: node name -> labels and GPU allocatable;
-- ``gpu_pods``: active pods with GPU requests -> node and requests (for free capacity);
+- ``gpu_pods``: active pods with GPU requests -> node, requests and whether a serving pod
+  may preempt them (warm-pool standby pods), for free capacity;
 - ``service_pods``: (namespace, service) -> each pod's role, readiness and placement.
 """
 
@@ -17,7 +18,14 @@ from pydantic import ValidationError
 from gpuserve.api.models import AcceleratorClassSpec
 from gpuserve.placement.capacity import NodeInfo, PodRequest
 from gpuserve.placement.roles import PodState
-from gpuserve.resources.naming import LABEL_CLASS, LABEL_ROLE, LABEL_SERVICE
+from gpuserve.resources.naming import (
+    LABEL_CLASS,
+    LABEL_POOL,
+    LABEL_ROLE,
+    LABEL_SERVICE,
+    POOL_STANDBY,
+    STANDBY_PRIORITY_CLASS,
+)
 
 GPU_PREFIX = "nvidia.com/"
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
@@ -73,13 +81,26 @@ def _active(status: kopf.Status) -> bool:
 
 @kopf.index("", "v1", "pods")
 def gpu_pods(
-    namespace: str, name: str, spec: kopf.Spec, status: kopf.Status, **_: Any
+    namespace: str,
+    name: str,
+    labels: kopf.Labels,
+    spec: kopf.Spec,
+    status: kopf.Status,
+    **_: Any,
 ) -> dict[tuple[str, str], PodRequest] | None:
     node = spec.get("nodeName")
     requests = _gpu_requests(spec)
     if not node or not requests or not _active(status):
         return None
-    return {(namespace, name): PodRequest(node=node, requests=requests)}
+    service = labels.get(LABEL_SERVICE)
+    return {
+        (namespace, name): PodRequest(
+            node=node,
+            requests=requests,
+            preemptible=spec.get("priorityClassName") == STANDBY_PRIORITY_CLASS,
+            owner=f"{namespace}/{service}" if service else None,
+        )
+    }
 
 
 def _condition(status: kopf.Status, type_: str) -> dict[str, Any] | None:
@@ -105,7 +126,9 @@ def service_pods(
     ready = _condition(status, "Ready")
     scheduled = _condition(status, "PodScheduled")
     unschedulable = None
-    if scheduled and scheduled.get("status") == "False":
+    # A pod nominated to a node waits for preempted pods to leave: placed, not stuck.
+    nominated = bool(status.get("nominatedNodeName"))
+    if scheduled and scheduled.get("status") == "False" and not nominated:
         unschedulable = scheduled.get("message") or scheduled.get("reason") or "unschedulable"
     state = PodState(
         name=name,
@@ -117,5 +140,6 @@ def service_pods(
         unschedulable=unschedulable,
         deletion_cost=annotations.get(DELETION_COST),
         created=_epoch(meta.get("creationTimestamp")),
+        standby=labels.get(LABEL_POOL) == POOL_STANDBY,
     )
     return {(namespace, labels[LABEL_SERVICE]): state}

@@ -9,16 +9,19 @@ import kopf
 
 from controllers import kube
 from gpuserve.api.models import GROUP
-from gpuserve.resources.naming import priority_class_name
+from gpuserve.resources.naming import STANDBY_PRIORITY_CLASS, priority_class_name
 
 log = logging.getLogger(__name__)
 
 # Interactive serving outranks batch serving, so under GPU pressure the scheduler
-# preempts batch pods first.
+# preempts batch pods first; warm-pool standby pods rank below both, so a serving pod of
+# any service can preempt them, and they never preempt anything themselves.
 PRIORITIES = {
     priority_class_name("interactive"): 100_000,
     priority_class_name("batch"): 50_000,
+    STANDBY_PRIORITY_CLASS: 1_000,
 }
+_NEVER_PREEMPT = {STANDBY_PRIORITY_CLASS}
 
 
 def priority_classes() -> list[dict[str, Any]]:
@@ -28,9 +31,13 @@ def priority_classes() -> list[dict[str, Any]]:
             "kind": "PriorityClass",
             "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "gpuserve"}},
             "value": value,
-            "preemptionPolicy": "PreemptLowerPriority",
+            "preemptionPolicy": "Never" if name in _NEVER_PREEMPT else "PreemptLowerPriority",
             "globalDefault": False,
-            "description": "gpuserve: priority of Triton pods of this tier",
+            "description": (
+                "gpuserve: warm-pool standby pods, preempted by serving pods"
+                if name in _NEVER_PREEMPT
+                else "gpuserve: priority of Triton pods of this tier"
+            ),
         }
         for name, value in PRIORITIES.items()
     ]

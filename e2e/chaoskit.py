@@ -41,6 +41,7 @@ from gpuserve.resources.naming import (
     ROLE_SERVING,
     config_map_name,
     deployment_name,
+    standby_deployment_name,
 )
 from gpuserve.resources.rendering import config_hash
 
@@ -509,7 +510,10 @@ def service_problems(svc: Obj, children: Mapping[str, list[Obj]],
         if found != [child]:
             problems.append(f"{name}: {kind} objects {found}, want [{child}]")
     found_deps = sorted(o["metadata"]["name"] for o in mine["Deployment"])
-    want_deps = sorted(deployment_name(name, c) for c in usable)
+    # Two per usable class: serving priority, and the warm pool's standby priority.
+    want_deps = sorted(
+        n for c in usable for n in (deployment_name(name, c), standby_deployment_name(name, c))
+    )
     if found_deps != want_deps:
         problems.append(f"{name}: Deployments {found_deps}, want {want_deps}")
     for kind in ("ConfigMap", "Service", "PodDisruptionBudget", "Deployment"):

@@ -156,7 +156,16 @@ def test_apply_reconciles_to_ready_on_the_right_gpus(
         kind: get_json(cluster, kind, "-n", namespace, "-l", "gpuserve.io/service=chat")["items"]
         for kind in ("configmap", "deployment", "service", "poddisruptionbudget")
     }
-    assert [d["metadata"]["name"] for d in kinds["deployment"]] == ["chat-h100", "chat-l4"]
+    deps = {d["metadata"]["name"]: d for d in kinds["deployment"]}
+    assert sorted(deps) == ["chat-h100", "chat-h100-standby", "chat-l4", "chat-l4-standby"]
+    # The warm pool runs in the standby Deployment, at the lowest PriorityClass.
+    assert [deps[n]["spec"]["replicas"] for n in sorted(deps)] == [2, 1, 0, 0]
+    assert {n: d["spec"]["template"]["spec"]["priorityClassName"] for n, d in deps.items()} == {
+        "chat-h100": "gpuserve-interactive",
+        "chat-h100-standby": "gpuserve-standby",
+        "chat-l4": "gpuserve-interactive",
+        "chat-l4-standby": "gpuserve-standby",
+    }
     assert (
         len(kinds["configmap"]) == len(kinds["service"]) == len(kinds["poddisruptionbudget"]) == 1
     )
@@ -164,8 +173,14 @@ def test_apply_reconciles_to_ready_on_the_right_gpus(
     assert len(pods) == 3
     for pod in pods:
         assert _node_product(cluster, pod["spec"]["nodeName"]) == "NVIDIA-H100-80GB-HBM3"
-    roles = sorted(p["metadata"]["labels"]["gpuserve.io/role"] for p in pods)
-    assert roles == ["serving", "serving", "warm"]
+    roles = sorted(
+        (p["metadata"]["labels"]["gpuserve.io/role"], p["spec"]["priorityClassName"]) for p in pods
+    )
+    assert roles == [
+        ("serving", "gpuserve-interactive"),
+        ("serving", "gpuserve-interactive"),
+        ("warm", "gpuserve-standby"),
+    ]
     endpoints = get_json(cluster, "endpoints", "chat", "-n", namespace)
     addresses = [a for s in endpoints.get("subsets", []) for a in s.get("addresses", [])]
     assert len(addresses) == 2  # the warm pod is out of the Service
@@ -299,7 +314,7 @@ def test_killed_operator_converges_without_duplicates(
     for d in deployments:
         svc = d["metadata"]["labels"]["gpuserve.io/service"]
         per_service[svc] = per_service.get(svc, 0) + 1
-    assert per_service == {name: 1 for name in names}
+    assert per_service == {name: 2 for name in names}  # serving + standby, one class
     for kind in ("configmaps", "services", "poddisruptionbudgets"):
         assert len(
             get_json(cluster, kind, "-n", namespace, "-l", "app.kubernetes.io/managed-by=gpuserve")[

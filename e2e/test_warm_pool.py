@@ -1,10 +1,12 @@
 """Warm pools and placement on the local stack (real Triton per pod, real Prometheus, the
 operator's autoscaler).
 
-- warmPool 2: two standby pods are Ready but outside the Service; a load step promotes
-  warm pods first (same pod, same Triton process: no restart) and the pool refills; on
-  scale-down serving pods become warm up to 2 and the rest are deleted, while a bounded
-  load through the serving endpoints loses no request.
+- warmPool 2: two standby pods are Ready but outside the Service, at the standby
+  PriorityClass (below serving pods); a load step promotes warm pods first (same pod, same
+  Triton process: no restart), the pool refills, and serving-priority pods take over from
+  the promoted standby pods; on scale-down the service goes back to 1 serving + 2 warm,
+  while a bounded load through the serving endpoints loses no request.
+- A serving pod of another service preempts a standby pod when the GPUs are full.
 - With the H100 pool full, further replicas go to the A100 MIG 3g.40gb slices, then to L4,
   and status.pools reports each class.
 """
@@ -27,6 +29,7 @@ from e2e.prometheus import prometheus_available
 from e2e.runner.stack import (
     Stack,
     apply,
+    condition,
     endpoint_ips,
     events,
     local_stack,
@@ -46,6 +49,8 @@ pytestmark = [
 
 H100 = H100_PRODUCT
 WAIT_S = 120.0
+SERVING_PRIORITY = 100_000  # gpuserve-interactive
+STANDBY_PRIORITY = 1_000  # gpuserve-standby
 
 
 def sleeper(
@@ -88,6 +93,20 @@ def settled(stack: Stack, namespace: str, name: str, serving: int, warm: int) ->
     )
 
 
+def serving_priority_only(cluster: ClusterHandle, namespace: str, name: str) -> bool:
+    """Every serving pod is a serving-priority pod, and at least two serve."""
+    serving = [
+        p
+        for p in service_pods(cluster, namespace, name)
+        if p["metadata"]["labels"].get("gpuserve.io/role") == "serving"
+    ]
+    return len(serving) >= 2 and all(
+        p["spec"]["priority"] == SERVING_PRIORITY
+        and "gpuserve.io/pool" not in p["metadata"]["labels"]
+        for p in serving
+    )
+
+
 def run_in_thread(
     target: Target, rate: float, seconds: float
 ) -> tuple[threading.Thread, dict[str, LoadResult]]:
@@ -124,6 +143,16 @@ def test_warm_pods_promote_first_refill_and_demote_without_dropping_requests(
     # Warm pods are Ready yet outside the Service; the serving one is in it.
     pods = {p["metadata"]["name"]: p for p in service_pods(cluster, namespace, name)}
     before = roles(cluster, namespace, name)
+    # The warm pool runs below serving pods: the scheduler may preempt it for them.
+    priority = {
+        n: (p["metadata"]["labels"].get("gpuserve.io/pool"), p["spec"]["priority"])
+        for n, p in pods.items()
+    }
+    assert sorted(priority.values(), key=str) == sorted(
+        [(None, SERVING_PRIORITY), ("standby", STANDBY_PRIORITY), ("standby", STANDBY_PRIORITY)],
+        key=str,
+    ), priority
+    assert all(priority[n][0] == "standby" for n, (r, _) in before.items() if r == "warm")
     warm_before = {n for n, (r, _) in before.items() if r == "warm"}
     serving_ip = {pods[n]["status"]["podIP"] for n, (r, _) in before.items() if r == "serving"}
     wait_for(
@@ -146,12 +175,26 @@ def test_warm_pods_promote_first_refill_and_demote_without_dropping_requests(
         "scale-up under load",
     )
     promoted = {n for n, (r, _) in roles(cluster, namespace, name).items() if r == "serving"}
+    # A serving-priority pod may already have relieved it: the events tell what was promoted.
+    promoted |= {
+        e["message"].split()[1]
+        for e in events(cluster, namespace, name)
+        if e["reason"] == "Promoted"
+    }
     assert promoted & warm_before, (promoted, warm_before)
     for pod in promoted & warm_before:  # same pod, same Triton process: no restart
-        info = next(i for i in runner.instances() if i.pod == pod)
-        assert info.pid == pids[pod] and info.restarts == 0
+        info = next((i for i in runner.instances() if i.pod == pod), None)
+        assert info is None or (info.pid == pids[pod] and info.restarts == 0)
     reasons = [e["reason"] for e in events(cluster, namespace, name)]
     assert "Promoted" in reasons and "ScaledUp" in reasons, reasons
+    # Serving-priority pods take over; the relieved standby pods go back to warm.
+    wait_for(
+        lambda: serving_priority_only(cluster, namespace, name),
+        WAIT_S,
+        "serving-priority pods to relieve the promoted standby pods",
+    )
+    reasons = [e["reason"] for e in events(cluster, namespace, name)]
+    assert "Demoted" in reasons, reasons
     # The pool refills with new pods.
     wait_for(
         lambda: (
@@ -161,8 +204,27 @@ def test_warm_pods_promote_first_refill_and_demote_without_dropping_requests(
         WAIT_S,
         "the warm pool to refill",
     )
-    refill = {n for n, (r, _) in roles(cluster, namespace, name).items() if r == "warm"}
-    assert refill - warm_before, "refilled warm pods are new pods"
+    # The standby Deployment created new pods behind the promoted ones (which of the warm
+    # pods it keeps when it shrinks back is the ReplicaSet's choice: not-ready ones first,
+    # then the lowest deletion cost, i.e. the relieved pods).
+    created = json.loads(
+        cluster.kubectl(
+            "get",
+            "events",
+            "-n",
+            namespace,
+            "--field-selector",
+            "reason=SuccessfulCreate",
+            "-o",
+            "json",
+        ).stdout
+    )["items"]
+    standby_pods = {
+        e["message"].rsplit(" ", 1)[-1]
+        for e in created
+        if e["involvedObject"]["name"].startswith(f"{name}-h100-local-standby-")
+    }
+    assert standby_pods - warm_before, "the warm pool was refilled with new pods"
     heavy.join(timeout=120)
     assert heavy_out["r"].failures == 0
     peak = max(up.get("replicas", 0), service_status(cluster, namespace, name)["replicas"])
@@ -294,3 +356,56 @@ def test_full_h100_pool_spills_to_mig_slices_then_l4(
         Target(model="sleeper", endpoints=endpoints), 40, 2, Limits(max_requests=200, max_wall_s=30)
     )
     assert result.failures == 0 and len({r.endpoint for r in result.records}) == 4
+
+
+def test_serving_pod_of_another_service_preempts_a_standby_pod_when_gpus_are_full(
+    stack: Stack, cluster: ClusterHandle, namespace: str
+) -> None:
+    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(LOCAL_CLASS))
+    wait_for(
+        lambda: not gpu_pods_elsewhere(cluster, namespace),
+        90,
+        "GPU nodes free of other tests' pods",
+    )
+    # 13 of the 16 H100 GPUs held at serving priority (so only standby pods are victims).
+    for pod in (filler_pod("fill-0", "h100-0", 8), filler_pod("fill-1", "h100-1", 5)):
+        pod["spec"]["priorityClassName"] = "gpuserve-interactive"
+        apply(cluster, namespace, pod)
+    # "pool": 1 serving + 2 standby pods take the last three GPUs.
+    fixed = {"minReplicas": 1, "maxReplicas": 1, "mode": "advisory"}
+    fast = {"exec_time_ms": "5", "per_item_ms": "0.2"}
+    apply(cluster, namespace, sleeper("pool", ["h100-local"], fixed | {"warmPool": 2}, fast))
+    wait_for(lambda: settled(stack, namespace, "pool", serving=1, warm=2), WAIT_S, "pool settled")
+    before = {p["metadata"]["name"]: p for p in service_pods(cluster, namespace, "pool")}
+    standby = {n for n, p in before.items() if p["metadata"]["labels"].get("gpuserve.io/pool")}
+    server = set(before) - standby
+    assert len(standby) == 2 and len(server) == 1
+    assert all(before[n]["spec"]["priority"] == STANDBY_PRIORITY for n in standby)
+
+    # "rival" wants one serving pod on the same, full, GPUs: the operator plans it on the
+    # standby pods' GPUs and the scheduler preempts one of them.
+    apply(cluster, namespace, sleeper("rival", ["h100-local"], fixed | {"warmPool": 0}, fast))
+    wait_for(lambda: settled(stack, namespace, "rival", serving=1, warm=0), WAIT_S, "rival serving")
+    rival = service_pods(cluster, namespace, "rival")[0]
+    assert rival["spec"]["nodeName"].startswith("h100-")
+    assert rival["spec"]["priority"] == SERVING_PRIORITY
+    preempted = json.loads(
+        cluster.kubectl(
+            "get", "events", "-n", namespace, "--field-selector", "reason=Preempted", "-o", "json"
+        ).stdout
+    )["items"]
+    victims = {e["involvedObject"]["name"] for e in preempted}
+    assert victims and victims <= standby, (victims, standby)
+    # The pool keeps its serving pod; its warm pool is short, and it says so.
+    wait_for(
+        lambda: settled(stack, namespace, "pool", serving=1, warm=1),
+        WAIT_S,
+        "pool at 1 serving + 1 warm",
+    )
+    now = {p["metadata"]["name"] for p in service_pods(cluster, namespace, "pool")}
+    assert server <= now and not (victims & now)
+    schedulable = condition(service_status(cluster, namespace, "pool"), "Schedulable")
+    assert schedulable is not None and schedulable["status"] == "False", schedulable
+    assert "warm pool short by 1" in schedulable["message"]
+    for svc in ("rival", "pool"):
+        cluster.kubectl("delete", "inferenceservice", svc, "-n", namespace, "--wait=true")

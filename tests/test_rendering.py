@@ -41,7 +41,9 @@ def test_children_and_owner_references() -> None:
     assert set(objs) == {
         "ConfigMap/chat-triton-config",
         "Deployment/chat-h100",
+        "Deployment/chat-h100-standby",
         "Deployment/chat-mig",
+        "Deployment/chat-mig-standby",
         "Service/chat",
         "PodDisruptionBudget/chat",
     }
@@ -97,6 +99,48 @@ def test_service_selects_serving_pods_only_and_new_pods_start_warm() -> None:
     assert labels["gpuserve.io/role"] == "warm"
     selector = objs["Deployment/chat-h100"]["spec"]["selector"]["matchLabels"]
     assert "gpuserve.io/role" not in selector  # flipping the role keeps the pod owned
+
+
+def test_standby_deployment_runs_the_warm_pool_at_the_lowest_priority() -> None:
+    body = valid_service("chat")
+    body["metadata"].update(namespace="ml", uid="u-1")
+    svc = parse_inference_service(body)
+    objs = {
+        o["metadata"]["name"]: o
+        for o in render_children(
+            RenderInput(
+                service=svc,
+                classes={"h100": H100},
+                pools={"h100": PoolPlan(3, surge=False, standby=2, standby_surge=True)},
+            )
+        )
+        if o["kind"] == "Deployment"
+    }
+    serving, standby = objs["chat-h100"], objs["chat-h100-standby"]
+    assert serving["spec"]["replicas"] == 3 and standby["spec"]["replicas"] == 2
+    assert serving["spec"]["template"]["spec"]["priorityClassName"] == "gpuserve-interactive"
+    assert standby["spec"]["template"]["spec"]["priorityClassName"] == "gpuserve-standby"
+    # The serving selector is unchanged (immutable); the standby one adds the pool label,
+    # and only standby pods carry it. Both start warm, both roll on a config change.
+    assert serving["spec"]["selector"]["matchLabels"] == {
+        "gpuserve.io/service": "chat",
+        "gpuserve.io/accelerator-class": "h100",
+    }
+    assert standby["spec"]["selector"]["matchLabels"] == {
+        "gpuserve.io/service": "chat",
+        "gpuserve.io/accelerator-class": "h100",
+        "gpuserve.io/pool": "standby",
+    }
+    s_tpl, w_tpl = serving["spec"]["template"], standby["spec"]["template"]
+    assert "gpuserve.io/pool" not in s_tpl["metadata"]["labels"]
+    assert w_tpl["metadata"]["labels"]["gpuserve.io/pool"] == "standby"
+    assert s_tpl["metadata"]["labels"]["gpuserve.io/role"] == "warm"
+    assert w_tpl["metadata"]["labels"]["gpuserve.io/role"] == "warm"
+    assert s_tpl["metadata"]["annotations"] == w_tpl["metadata"]["annotations"]
+    assert s_tpl["spec"]["containers"] == w_tpl["spec"]["containers"]
+    assert serving["spec"]["strategy"]["rollingUpdate"]["maxSurge"] == 0
+    assert standby["spec"]["strategy"]["rollingUpdate"]["maxSurge"] == 1
+    assert standby["metadata"]["ownerReferences"][0]["uid"] == "u-1"
 
 
 def test_config_change_rolls_pods_via_hash() -> None:
@@ -186,4 +230,6 @@ def test_keda_engine_renders_a_scaled_object_and_leaves_replicas_to_it() -> None
     trigger = so["spec"]["triggers"][0]
     assert trigger["type"] == "prometheus" and 'service="chat"' in trigger["metadata"]["query"]
     assert float(trigger["metadata"]["threshold"]) > 0
-    assert "replicas" not in by_kind["Deployment"]["spec"]  # one writer: KEDA
+    deps = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Deployment"}
+    assert "replicas" not in deps["chat-h100"]["spec"]  # one writer: KEDA
+    assert deps["chat-h100-standby"]["spec"]["replicas"] == 0  # no warm pool with KEDA

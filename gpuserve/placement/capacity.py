@@ -25,6 +25,10 @@ class PodRequest:
 
     node: str
     requests: Mapping[str, int] = field(default_factory=dict)
+    # A warm-pool standby pod (PriorityClass gpuserve-standby): serving pods may preempt it.
+    preemptible: bool = False
+    # "namespace/service" of a gpuserve pod, to tell a service's own standby pods apart.
+    owner: str | None = None
 
 
 def matches(node: NodeInfo, accel: AcceleratorClassSpec) -> bool:
@@ -39,15 +43,21 @@ def class_capacity(
     nodes: Iterable[NodeInfo],
     pods: Iterable[PodRequest],
     per_pod: int = 1,
+    owner: str | None = None,
 ) -> ClassCapacity:
     """Free and total units of the class's resource; free counts only whole pods per node
-    (three free GPUs on one node and one on another hold one 2-GPU pod, not two)."""
+    (three free GPUs on one node and one on another hold one 2-GPU pod, not two).
+    ``preemptible`` is what a serving pod could get on top by preempting standby pods of
+    services other than ``owner`` (a service never plans to preempt its own warm pool)."""
     resource = accel.resource
     used: dict[str, int] = {}
+    firm: dict[str, int] = {}
     for pod in pods:
         if resource in pod.requests:
             used[pod.node] = used.get(pod.node, 0) + pod.requests[resource]
-    total = free_pods = 0
+            if not pod.preemptible or pod.owner == owner:
+                firm[pod.node] = firm.get(pod.node, 0) + pod.requests[resource]
+    total = free_pods = with_preemption = 0
     for node in nodes:
         if not matches(node, accel):
             continue
@@ -55,4 +65,9 @@ def class_capacity(
         total += have
         if node.schedulable:
             free_pods += max(have - used.get(node.name, 0), 0) // per_pod
-    return ClassCapacity(free=free_pods * per_pod, total=total)
+            with_preemption += max(have - firm.get(node.name, 0), 0) // per_pod
+    return ClassCapacity(
+        free=free_pods * per_pod,
+        total=total,
+        preemptible=(with_preemption - free_pods) * per_pod,
+    )

@@ -20,6 +20,8 @@ class ClassCapacity:
 
     free: int
     total: int
+    # On top of ``free``: what a serving pod gets by preempting other services' standby pods.
+    preemptible: int = 0
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,18 @@ class Placement:
     @property
     def total(self) -> int:
         return sum(self.replicas.values())
+
+
+@dataclass(frozen=True)
+class PoolsPlan:
+    """Replicas of each class's two Deployments: serving priority and warm-pool standby."""
+
+    serving: dict[str, int]
+    standby: dict[str, int]
+    surge: dict[str, bool]
+    standby_surge: dict[str, bool]
+    unplaced: int = 0
+    problems: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -128,3 +142,66 @@ def place(
         )
     surge = {c: free[c] > 0 for c in order}
     return Placement(replicas=replicas, surge=surge, unplaced=max(missing, 0), problems=problems)
+
+
+def plan_pools(
+    *,
+    desired: int,
+    warm_pool: int,
+    order: Sequence[str],
+    serving_now: Mapping[str, PoolNow],
+    standby_now: Mapping[str, PoolNow],
+    standby_serving: Mapping[str, int],
+    capacity: Mapping[str, ClassCapacity],
+    gpus_per_pod: int = 1,
+) -> PoolsPlan:
+    """Sizes of the serving and the standby Deployment of every class.
+
+    Serving-priority pods are placed first (``desired`` of them), on free GPUs plus what
+    other services' standby pods hold, since the scheduler preempts those for them. The
+    standby pool gets ``warm_pool`` plus the standby pods serving right now (promoted at
+    once, waiting for a serving-priority pod to take their place), on what is really left:
+    a standby pod preempts nothing. A shortfall is charged to the warm pool first.
+    """
+    serving_cap = {
+        c: ClassCapacity(free=cap.free + cap.preemptible, total=cap.total)
+        for c, cap in capacity.items()
+    }
+    serving = place(
+        desired=desired,
+        order=order,
+        now=serving_now,
+        capacity=serving_cap,
+        gpus_per_pod=gpus_per_pod,
+    )
+    left: dict[str, ClassCapacity] = {}
+    for c in order:
+        cap = capacity.get(c, ClassCapacity(0, 0))
+        # What the serving plan adds on this class (pending kept, growth) comes out of the
+        # free GPUs; what it gives up (shrinking) goes back to them.
+        taken = (serving.replicas[c] - serving_now.get(c, PoolNow()).scheduled) * gpus_per_pod
+        left[c] = ClassCapacity(free=max(cap.free - taken, 0), total=cap.total)
+    promoted = sum(max(n, 0) for n in standby_serving.values())
+    standby = place(
+        desired=max(warm_pool, 0) + promoted,
+        order=order,
+        now=standby_now,
+        capacity=left,
+        gpus_per_pod=gpus_per_pod,
+    )
+    # A standby pod that serves keeps its place until a serving-priority pod relieves it.
+    standby_replicas = {c: max(standby.replicas[c], standby_serving.get(c, 0)) for c in order}
+    problems = list(serving.problems)
+    if standby.unplaced:
+        problems.append(
+            f"warm pool short by {standby.unplaced}: no free capacity in AcceleratorClass(es) "
+            + ", ".join(order)
+        )
+    return PoolsPlan(
+        serving=serving.replicas,
+        standby=standby_replicas,
+        surge=serving.surge,
+        standby_surge=standby.surge,
+        unplaced=serving.unplaced + standby.unplaced,
+        problems=problems,
+    )

@@ -3,6 +3,13 @@
 Promotion flips a label (no restart), so a loaded standby pod joins the Service in the
 time one label patch takes. Serving pods carry a higher pod-deletion-cost than standby
 pods so that, when a pool shrinks, its ReplicaSet deletes standby pods first.
+
+Each class has two Deployments: serving priority, and the warm pool's standby priority
+(preemptible by any serving pod). A ready standby pod is promoted at once when serving
+pods are missing; as soon as a serving-priority pod is ready it takes over and the
+standby pod goes back to warm, marked with the lowest deletion cost, so it is the pod its
+Deployment deletes when it shrinks back to the warm pool's size (unless a pod that is not
+ready yet is there to go first: ReplicaSets delete those before looking at the cost).
 """
 
 from __future__ import annotations
@@ -13,6 +20,8 @@ from dataclasses import dataclass
 from gpuserve.resources.naming import ROLE_SERVING, ROLE_WARM
 
 DELETION_COST = {ROLE_SERVING: "100", ROLE_WARM: "0"}
+# A standby pod relieved of serving: the surplus pod of its Deployment.
+RELIEVED_COST = "-100"
 
 
 @dataclass(frozen=True)
@@ -26,6 +35,7 @@ class PodState:
     unschedulable: str | None = None
     deletion_cost: str | None = None
     created: float = 0.0  # epoch seconds, for start-up ages
+    standby: bool = False  # a pod of the class's standby (warm-pool) Deployment
 
 
 @dataclass(frozen=True)
@@ -39,27 +49,32 @@ def assign_roles(
     pods: Sequence[PodState], *, desired_serving: int, order: Sequence[str]
 ) -> list[RoleChange]:
     """Label changes that make exactly ``desired_serving`` ready pods serve (or all ready
-    pods, if fewer), preferring pods of the most preferred classes."""
+    pods, if fewer): serving-priority pods before standby pods (a standby pod serves only
+    until a serving-priority pod is ready to take over), then current serving pods (stable;
+    when shrinking, the least preferred classes are demoted first), then better classes."""
     rank = {c: i for i, c in enumerate(order)}
     live = [p for p in pods if not p.deleting]
     # Pods of a class no longer listed or usable stand by until their pool is deleted.
     ready = sorted(
         (p for p in live if p.ready and p.accelerator_class in rank),
-        # Keep current serving pods serving (stable), then prefer better classes.
-        key=lambda p: (p.role != ROLE_SERVING, rank.get(p.accelerator_class, len(rank)), p.name),
+        key=lambda p: (
+            p.standby,
+            p.role != ROLE_SERVING,
+            rank.get(p.accelerator_class, len(rank)),
+            p.name,
+        ),
     )
     serving = {p.name for p in ready[: max(desired_serving, 0)]}
-    if desired_serving < sum(1 for p in ready if p.role == ROLE_SERVING):
-        # Shrinking: demote from the least preferred classes first.
-        by_class = sorted(
-            (p for p in ready if p.role == ROLE_SERVING),
-            key=lambda p: (rank.get(p.accelerator_class, len(rank)), p.name),
-        )
-        serving = {p.name for p in by_class[:desired_serving]}
     changes: list[RoleChange] = []
     for p in live:
         role = ROLE_SERVING if p.name in serving else ROLE_WARM
         cost = DELETION_COST[role]
+        if (
+            p.standby
+            and role == ROLE_WARM
+            and (p.role == ROLE_SERVING or p.deletion_cost == RELIEVED_COST)
+        ):
+            cost = RELIEVED_COST
         if p.role != role or p.deletion_cost != cost:
             changes.append(RoleChange(pod=p.name, role=role, deletion_cost=cost))
     return changes

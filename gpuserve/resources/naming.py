@@ -11,6 +11,12 @@ LABEL_CLASS = f"{GROUP}/accelerator-class"
 LABEL_ROLE = f"{GROUP}/role"
 ROLE_SERVING = "serving"
 ROLE_WARM = "warm"
+# Pods of a class's standby Deployment carry this label (serving-priority pods carry none,
+# so the serving Deployment's selector, which is immutable, stays what it always was).
+LABEL_POOL = f"{GROUP}/pool"
+POOL_STANDBY = "standby"
+# The warm pool's PriorityClass: below both tiers, so any serving pod can preempt it.
+STANDBY_PRIORITY_CLASS = "gpuserve-standby"
 ANNOTATION_CONFIG_HASH = f"{GROUP}/config-hash"
 FIELD_MANAGER = "gpuserve-operator"
 
@@ -44,6 +50,10 @@ def config_map_name(service: str) -> str:
 
 def deployment_name(service: str, accelerator_class: str) -> str:
     return child_name(service, accelerator_class)
+
+
+def standby_deployment_name(service: str, accelerator_class: str) -> str:
+    return child_name(service, accelerator_class, POOL_STANDBY)
 
 
 def priority_class_name(tier: str) -> str:

@@ -1,8 +1,10 @@
 """Render the children of an InferenceService as plain dicts.
 
-One ConfigMap holds config.pbtxt; each allowed AcceleratorClass gets a pool Deployment of
-Triton pods; one Service selects the serving pods of all pools; one PodDisruptionBudget
-guards them. The output is what server-side apply sends: only fields gpuserve owns.
+One ConfigMap holds config.pbtxt; each allowed AcceleratorClass gets two Deployments of
+Triton pods, a serving one at the tier's PriorityClass and a standby one (the warm pool) at
+``gpuserve-standby``, which serving pods may preempt; one Service selects the serving pods
+of all pools; one PodDisruptionBudget guards them. The output is what server-side apply
+sends: only fields gpuserve owns.
 """
 
 from __future__ import annotations
@@ -16,15 +18,19 @@ from gpuserve.resources.keda import scaled_object
 from gpuserve.resources.naming import (
     ANNOTATION_CONFIG_HASH,
     LABEL_CLASS,
+    LABEL_POOL,
     LABEL_ROLE,
     LABEL_SERVICE,
+    POOL_STANDBY,
     ROLE_SERVING,
     ROLE_WARM,
+    STANDBY_PRIORITY_CLASS,
     common_labels,
     config_map_name,
     deployment_name,
     priority_class_name,
     short_hash,
+    standby_deployment_name,
 )
 from gpuserve.resources.storage import model_volumes
 from gpuserve.triton.modelconfig import render_config_pbtxt
@@ -38,10 +44,13 @@ PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 @dataclass(frozen=True)
 class PoolPlan:
-    """How many pods one class's pool should run, and whether a rollout may surge."""
+    """How many pods one class's serving and standby Deployments run, and whether their
+    rollouts may surge."""
 
     replicas: int
     surge: bool = False
+    standby: int = 0
+    standby_surge: bool = False
 
 
 @dataclass(frozen=True)
@@ -160,10 +169,20 @@ def deployment(
     accel: AcceleratorClassSpec,
     plan: PoolPlan,
     extra_pod_labels: Mapping[str, str] | None = None,
+    *,
+    standby: bool = False,
 ) -> Obj:
+    """The serving Deployment of a class, or with ``standby`` its warm-pool Deployment.
+
+    Both differ only in name, priority, replicas and the pool label; the serving one's
+    selector has no pool label (selectors are immutable, and it predates the standby
+    pool), so it also matches standby pods, which its ReplicaSets never adopt: they are
+    owned by the standby Deployment's ReplicaSet, whose pod-template-hash differs."""
     spec = service.spec
     name = service.metadata.name
     selector = {LABEL_SERVICE: name, LABEL_CLASS: class_name}
+    if standby:
+        selector[LABEL_POOL] = POOL_STANDBY
     # New pods start out of the Service; the operator promotes them once their model is
     # loaded, so warm-pool standby and cold start share one path.
     pod_labels = (
@@ -174,7 +193,7 @@ def deployment(
     )
     storage = model_volumes(spec, name)
     pod_spec: Obj = {
-        "priorityClassName": priority_class_name(spec.tier),
+        "priorityClassName": STANDBY_PRIORITY_CLASS if standby else priority_class_name(spec.tier),
         "terminationGracePeriodSeconds": spec.triton.exit_timeout_seconds + 15,
         "affinity": _affinity(accel),
         "tolerations": _tolerations(spec),
@@ -201,15 +220,18 @@ def deployment(
         del pod_spec["initContainers"]
     # Surge only where the placement found a free GPU; otherwise replace in place so a
     # rollout on full GPU nodes can never deadlock.
+    surge = plan.standby_surge if standby else plan.surge
     strategy = (
-        {"maxSurge": 1, "maxUnavailable": 0} if plan.surge else {"maxSurge": 0, "maxUnavailable": 1}
+        {"maxSurge": 1, "maxUnavailable": 0} if surge else {"maxSurge": 0, "maxUnavailable": 1}
     )
+    dep_name = (standby_deployment_name if standby else deployment_name)(name, class_name)
+    dep_labels = {LABEL_CLASS: class_name} | ({LABEL_POOL: POOL_STANDBY} if standby else {})
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _meta(service, deployment_name(name, class_name), {LABEL_CLASS: class_name}),
+        "metadata": _meta(service, dep_name, dep_labels),
         "spec": {
-            "replicas": plan.replicas,
+            "replicas": plan.standby if standby else plan.replicas,
             "revisionHistoryLimit": 3,
             "selector": {"matchLabels": selector},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": strategy},
@@ -273,6 +295,9 @@ def render_children(inp: RenderInput) -> list[Obj]:
             so["metadata"] = _meta(svc, svc.metadata.name)
             children.append(so)
         children.append(dep)
+        children.append(
+            deployment(svc, class_name, accel, plan, inp.extra_pod_labels, standby=True)
+        )
     children.append(service_object(svc))
     children.append(disruption_budget(svc))
     return children

@@ -1,0 +1,194 @@
+"""The warm pool's standby Deployments: replica accounting, the role swap, preemption.
+
+A class has a serving Deployment (the tier's PriorityClass) and a standby Deployment
+(gpuserve-standby, below both tiers). A ready standby pod is promoted at once; when a
+serving-priority pod is ready it takes over, the standby pod goes back to warm with the
+lowest deletion cost, and the standby Deployment shrinks back to the warm pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from controllers.startup import priority_classes
+from gpuserve.api.models import AcceleratorClassSpec
+from gpuserve.placement.capacity import NodeInfo, PodRequest, class_capacity
+from gpuserve.placement.planning import ClassCapacity, PoolNow, PoolsPlan, plan_pools
+from gpuserve.placement.roles import DELETION_COST, RELIEVED_COST, PodState, assign_roles
+
+ORDER = ["h100", "l4"]
+
+
+def pod(
+    name: str,
+    role: str,
+    *,
+    standby: bool,
+    cls: str = "h100",
+    ready: bool = True,
+    cost: str | None = None,
+) -> PodState:
+    return PodState(
+        name=name,
+        accelerator_class=cls,
+        role=role,
+        ready=ready,
+        node="n" if ready else None,
+        deletion_cost=cost if cost is not None else DELETION_COST[role],
+        standby=standby,
+    )
+
+
+def plan_for(
+    pods: Sequence[PodState], *, desired: int, warm: int, free: int = 100, preemptible: int = 0
+) -> tuple[dict[str, tuple[str, str]], PoolsPlan]:
+    """One reconcile's decisions: roles (pod -> (role, cost)) and the Deployment sizes."""
+    changes = {
+        c.pod: (c.role, c.deletion_cost)
+        for c in assign_roles(pods, desired_serving=desired, order=ORDER)
+    }
+    roles = {p.name: changes.get(p.name, (p.role, p.deletion_cost or ""))[0] for p in pods}
+
+    def now(standby: bool) -> dict[str, PoolNow]:
+        mine = [p for p in pods if p.standby == standby]
+        return {
+            c: PoolNow(
+                scheduled=sum(1 for p in mine if p.accelerator_class == c and p.node),
+                pending=sum(1 for p in mine if p.accelerator_class == c and not p.node),
+            )
+            for c in ORDER
+        }
+
+    promoted: dict[str, int] = {}
+    for p in pods:
+        if p.standby and roles[p.name] == "serving":
+            promoted[p.accelerator_class] = promoted.get(p.accelerator_class, 0) + 1
+    plan = plan_pools(
+        desired=desired,
+        warm_pool=warm,
+        order=ORDER,
+        serving_now=now(False),
+        standby_now=now(True),
+        standby_serving=promoted,
+        capacity={
+            "h100": ClassCapacity(free=free, total=100, preemptible=preemptible),
+            "l4": ClassCapacity(free=0, total=0),
+        },
+    )
+    return changes, plan
+
+
+def test_settled_pool_sizes_are_serving_plus_warm() -> None:
+    pods = [
+        pod("s1", "serving", standby=False),
+        pod("w1", "warm", standby=True),
+        pod("w2", "warm", standby=True),
+    ]
+    changes, plan = plan_for(pods, desired=1, warm=2, free=0)
+    assert changes == {}
+    assert plan.serving == {"h100": 1, "l4": 0} and plan.standby == {"h100": 2, "l4": 0}
+    assert plan.unplaced == 0
+
+
+def test_fresh_service_plans_both_deployments() -> None:
+    _, plan = plan_for([], desired=2, warm=1)
+    assert plan.serving["h100"] == 2 and plan.standby["h100"] == 1
+
+
+def test_scale_up_promotes_a_standby_pod_at_once_and_refills_behind_it() -> None:
+    pods = [
+        pod("s1", "serving", standby=False),
+        pod("w1", "warm", standby=True),
+        pod("w2", "warm", standby=True),
+    ]
+    changes, plan = plan_for(pods, desired=2, warm=2)
+    # The fast path: one label flip on a loaded standby pod.
+    assert changes == {"w1": ("serving", "100")}
+    # A serving-priority pod is created to take over; the warm pool is refilled (2 + 1).
+    assert plan.serving["h100"] == 2 and plan.standby["h100"] == 3
+
+
+def test_serving_priority_pod_ready_swaps_roles_and_the_relieved_pod_is_the_surplus() -> None:
+    pods = [
+        pod("s1", "serving", standby=False),
+        pod("s2", "warm", standby=False),  # the new serving-priority pod, just ready
+        pod("w1", "serving", standby=True),  # promoted earlier
+        pod("w2", "warm", standby=True),
+        pod("w3", "warm", standby=True),  # the refill
+    ]
+    changes, plan = plan_for(pods, desired=2, warm=2)
+    assert changes == {"s2": ("serving", "100"), "w1": ("warm", RELIEVED_COST)}
+    # Back to the warm pool's size: the ReplicaSet deletes the lowest deletion cost, w1.
+    assert plan.serving["h100"] == 2 and plan.standby["h100"] == 2
+    assert int(RELIEVED_COST) < int(DELETION_COST["warm"]) < int(DELETION_COST["serving"])
+    # The next reconcile keeps w1 marked until it is gone (no flip back to "0").
+    after = [
+        pod("s1", "serving", standby=False),
+        pod("s2", "serving", standby=False),
+        pod("w1", "warm", standby=True, cost=RELIEVED_COST),
+        pod("w2", "warm", standby=True),
+        pod("w3", "warm", standby=True),
+    ]
+    changes, plan = plan_for(after, desired=2, warm=2)
+    assert changes == {} and plan.standby["h100"] == 2
+
+
+def test_scale_down_demotes_standby_pods_first_and_deletes_surplus_serving_pods() -> None:
+    pods = [
+        pod("s1", "serving", standby=False),
+        pod("s2", "serving", standby=False),
+        pod("w1", "serving", standby=True),  # still covering for a serving pod
+        pod("w2", "warm", standby=True),
+        pod("w3", "warm", standby=True),
+    ]
+    changes, plan = plan_for(pods, desired=1, warm=2)
+    assert changes == {"w1": ("warm", RELIEVED_COST), "s2": ("warm", "0")}
+    # s2 (cost 0) goes from the serving Deployment; w1 (the lowest cost) from the standby.
+    assert plan.serving["h100"] == 1 and plan.standby["h100"] == 2
+
+
+def test_a_serving_standby_pod_keeps_its_place_when_the_cluster_is_full() -> None:
+    # No free GPU: the serving-priority pod can't be placed (a service does not preempt its
+    # own warm pool), so the promoted standby pod keeps serving and the warm pool is short.
+    pods = [
+        pod("s1", "serving", standby=False),
+        pod("w1", "warm", standby=True),
+        pod("w2", "warm", standby=True),
+    ]
+    changes, plan = plan_for(pods, desired=2, warm=2, free=0)
+    assert changes == {"w1": ("serving", "100")}
+    assert plan.serving["h100"] == 1 and plan.standby["h100"] == 2
+    assert plan.unplaced == 2 and any("warm pool short" in p for p in plan.problems)
+
+
+def test_serving_pods_plan_on_other_services_standby_gpus_but_standby_pods_do_not() -> None:
+    _, plan = plan_for([], desired=2, warm=1, free=0, preemptible=2)
+    assert plan.serving["h100"] == 2  # the scheduler preempts the other service's warm pool
+    assert plan.standby["h100"] == 0 and plan.unplaced == 1  # standby pods preempt nothing
+
+
+def test_capacity_counts_only_other_services_standby_pods_as_preemptible() -> None:
+    accel = AcceleratorClassSpec.model_validate({"gpuProduct": "H"})
+    nodes = [
+        NodeInfo("a", {"nvidia.com/gpu.product": "H"}, {"nvidia.com/gpu": 4}),
+        NodeInfo("b", {"nvidia.com/gpu.product": "H"}, {"nvidia.com/gpu": 2}),
+    ]
+    gpu = {"nvidia.com/gpu": 1}
+    pods = [
+        PodRequest("a", gpu, preemptible=True, owner="ns/other"),
+        PodRequest("a", gpu, preemptible=True, owner="ns/other"),
+        PodRequest("a", gpu, preemptible=True, owner="ns/me"),
+        PodRequest("a", gpu),
+        PodRequest("b", {"nvidia.com/gpu": 2}),
+    ]
+    cap = class_capacity(accel, nodes=nodes, pods=pods, owner="ns/me")
+    assert cap == ClassCapacity(free=0, total=6, preemptible=2)
+    assert class_capacity(accel, nodes=nodes, pods=pods, owner="ns/other").preemptible == 1
+
+
+def test_standby_priority_class_is_below_both_tiers_and_never_preempts() -> None:
+    pcs = {pc["metadata"]["name"]: pc for pc in priority_classes()}
+    standby = pcs["gpuserve-standby"]
+    assert standby["value"] < pcs["gpuserve-batch"]["value"] < pcs["gpuserve-interactive"]["value"]
+    assert standby["preemptionPolicy"] == "Never" and not standby["globalDefault"]
+    assert pcs["gpuserve-batch"]["preemptionPolicy"] == "PreemptLowerPriority"
