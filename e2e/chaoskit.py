@@ -31,7 +31,7 @@ from e2e.cluster import components, lifecycle, pki, procs, settings
 from e2e.cluster.apiclient import admin_tls, get_status, insecure_tls
 from e2e.cluster.testkit import ClusterHandle
 from e2e.invalid_cases import valid_service
-from e2e.operatorkit import write_counts
+from e2e.operatorkit import WRITE_VERBS, write_counts
 from gpuserve.api.models import GROUP, VERSION, parse_inference_service
 from gpuserve.resources.naming import (
     ANNOTATION_CONFIG_HASH,
@@ -624,11 +624,14 @@ def wait_converged(check: Callable[[], list[str]], timeout: float,
 # --------------------------------------------------------------------------- API metrics
 
 
-def writes_by_resource(cluster: ClusterHandle) -> dict[str, float]:
+def writes_by_resource(
+    cluster: ClusterHandle, verbs: tuple[str, ...] = WRITE_VERBS
+) -> dict[str, float]:
     """Mutating requests served so far per `resource/subresource` (e.g. `configmaps/`,
     `inferenceservices/status`), from the API server's own metrics."""
     # operatorkit.write_counts keeps the label quotes in its keys ('"configmaps"/""').
-    return {key.replace('"', ""): value for key, value in write_counts(cluster).items()}
+    counts = write_counts(cluster, verbs)
+    return {key.replace('"', ""): value for key, value in counts.items()}
 
 
 # --------------------------------------------------------------------------- operator log
@@ -639,6 +642,7 @@ TRANSPORT_ERRORS = re.compile(
     r"ProtocolError|MaxRetryError|NewConnectionError|ClientConnectorError|"
     r"ServerDisconnectedError|ClientOSError|TimeoutError|"
     r"kubernetes\.client\.exceptions\.\w+: \((?:429|500|502|503|504)\)|"
+    r"kubernetes\.dynamic\.exceptions\.\w+: (?:429|500|502|503|504)|"
     r"APITooManyRequestsError|APIServerError)"
 )
 

@@ -130,7 +130,12 @@ class OperatorProcess:
         return self.log_path.read_text(errors="replace")
 
 
-def write_counts(cluster: ClusterHandle) -> dict[str, float]:
+WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE", "APPLY")
+
+
+def write_counts(
+    cluster: ClusterHandle, verbs: tuple[str, ...] = WRITE_VERBS
+) -> dict[str, float]:
     """Mutating requests the API server has served, per resource, from its own metrics."""
     text = cluster.kubectl("get", "--raw", "/metrics").stdout
     counts: dict[str, float] = {}
@@ -146,7 +151,7 @@ def write_counts(cluster: ClusterHandle) -> dict[str, float]:
             )
         }
         verb = fields.get("verb", "")
-        if verb not in ("POST", "PUT", "PATCH", "DELETE", "APPLY"):
+        if verb not in verbs:
             continue
         key = f"{fields.get('resource', '')}/{fields.get('subresource', '')}"
         counts[key] = counts.get(key, 0.0) + float(value)

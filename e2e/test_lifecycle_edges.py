@@ -302,7 +302,8 @@ def test_removing_a_class_from_the_list_retires_its_pool(
     def moved() -> bool:
         pods = _pods(cluster, namespace, "moving")
         classes = sorted(p["metadata"]["labels"].get(LABEL_CLASS, "") for p in pods)
-        return _deployments(cluster, namespace, "moving") == ["moving-l4"] and classes == ["l4"]
+        want = ["moving-l4", "moving-l4-standby"]
+        return _deployments(cluster, namespace, "moving") == want and classes == ["l4"]
 
     wait_for(moved, 60, "the h100 pool retired and one l4 pod left")
     obj = ready(cluster, namespace, "moving", timeout=60)
@@ -314,15 +315,15 @@ def test_removing_a_class_from_the_list_retires_its_pool(
 def test_a_class_the_service_cannot_use_gets_no_deployment(
     cluster: ClusterHandle, operator: OperatorProcess, ns: str
 ) -> None:
-    namespace = ns
     """fp8 needs compute capability 8.9: the A100 MIG class is listed but unusable, so
-    only the h100 pool exists (one Deployment per usable class)."""
+    only the h100 pool exists (its serving and standby Deployments)."""
+    namespace = ns
     body = small_service("fp8", pods=1)
     body["spec"]["precision"] = "fp8"
     body["spec"]["accelerators"] = {"classes": ["a100-1g10gb", "h100"]}
     apply(cluster, body, namespace)
     ready(cluster, namespace, "fp8")
-    assert _deployments(cluster, namespace, "fp8") == ["fp8-h100"]
+    assert _deployments(cluster, namespace, "fp8") == ["fp8-h100", "fp8-h100-standby"]
 
 
 @pytest.mark.parametrize(

@@ -245,10 +245,7 @@ def test_warm_pods_promote_first_refill_and_demote_without_dropping_requests(
     assert len(after) == 3 and peak >= 2
     reasons = [e["reason"] for e in events(cluster, namespace, name)]
     assert "ScaledDown" in reasons, reasons
-    # kopf stops the service's timers before it lifts its finalizer; on a loaded 2-core
-    # machine that can take longer than kubectl's default minute.
     cluster.kubectl("delete", "inferenceservice", name, "-n", namespace, "--wait=true", timeout=180)
-    # While the operator runs: its kopf timers put a finalizer on the class.
     cluster.kubectl("delete", "acceleratorclass", "h100-local", "--wait=true", timeout=180)
 
 
