@@ -31,6 +31,7 @@ import yaml
 from e2e.cluster.testkit import wait_for
 from e2e.loadgen import Limits, Target, percentile, run_constant_rate
 from e2e.manifests import LOCAL_CLASS, sleeper_service
+from e2e.operatorkit import install_crds
 from e2e.runner.stack import apply, harness_cluster, local_stack, scratch_namespace
 
 GROUP, VERSION, PLURAL = "gpuserve.io", "v1alpha1", "inferenceservices"
@@ -136,6 +137,7 @@ def main() -> int:
     args = parser.parse_args()
     rows: list[tuple[str, int, dict[str, Any]]] = []
     with harness_cluster() as cluster, tempfile.TemporaryDirectory() as tmp:
+        install_crds(cluster)  # the class below needs its CRD on a fresh cluster
         cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(LOCAL_CLASS))
         with (
             scratch_namespace(cluster, "bench-reaction") as ns,
@@ -161,7 +163,6 @@ def main() -> int:
                     )
                     rows.append((f"warmPool {warm}", i + 1, r))
                 cluster.kubectl("delete", "inferenceservice", name, "-n", ns, "--wait=true")
-            # While the operator runs: its kopf timers put a finalizer on the class.
             cluster.kubectl("delete", "acceleratorclass", "h100-local", check=False)
     goal = args.scrape + args.interval
     print(f"\nstep to {args.rate:g} req/s; goal: decision <= scrape + evaluation = {goal:g} s")

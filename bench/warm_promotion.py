@@ -34,6 +34,7 @@ import yaml
 from e2e.cluster.testkit import wait_for
 from e2e.loadgen import percentile
 from e2e.manifests import LOCAL_CLASS, sleeper_service
+from e2e.operatorkit import install_crds
 from e2e.runner.stack import (
     apply,
     harness_cluster,
@@ -205,6 +206,7 @@ def main() -> int:
     parser.add_argument("--cold", type=int, default=10)
     args = parser.parse_args()
     with harness_cluster() as cluster, tempfile.TemporaryDirectory() as tmp:
+        install_crds(cluster)  # the class below needs its CRD on a fresh cluster
         cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(LOCAL_CLASS))
         with (
             scratch_namespace(cluster, "bench-promotion") as ns,
@@ -220,7 +222,6 @@ def main() -> int:
             cold = cycles(stack, api, ns, "cold", warm=0, count=args.cold)
             clock.stop()
             starts = clock.cold_starts()
-            # While the operator runs: its kopf timers put a finalizer on the class.
             cluster.kubectl("delete", "inferenceservice", "cold", "-n", ns, "--wait=true")
             cluster.kubectl("delete", "acceleratorclass", "h100-local", check=False)
     print("\n| path | n | p50 ms | p95 ms | max ms | mean ms |")
