@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import kopf
@@ -12,6 +13,8 @@ from gpuserve.api.models import GROUP
 from gpuserve.resources.naming import STANDBY_PRIORITY_CLASS, priority_class_name
 
 log = logging.getLogger(__name__)
+WORKER_LIMIT_ENV = "GPUSERVE_WORKER_LIMIT"  # 0: no limit (kopf's default)
+WORKER_IDLE_ENV = "GPUSERVE_WORKER_IDLE_SECONDS"
 
 # Interactive serving outranks batch serving, so under GPU pressure the scheduler
 # preempts batch pods first; warm-pool standby pods rank below both, so a serving pod of
@@ -58,5 +61,11 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.execution.max_workers = 8
+    # kopf keeps one worker (and its event queue) per object until it has been idle for
+    # idle_timeout; at 1,000 services (5,000+ watched objects) those make most of the
+    # operator's memory during a burst. Both are tunable for the scale benchmark.
+    limit = int(os.environ.get(WORKER_LIMIT_ENV, "0"))
+    settings.queueing.worker_limit = limit or None
+    settings.queueing.idle_timeout = float(os.environ.get(WORKER_IDLE_ENV, "5"))
     for pc in priority_classes():
         kube.apply_if_changed(pc)
