@@ -62,10 +62,11 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.client_timeout = 330
     settings.execution.max_workers = 8
     # kopf keeps one worker (and its event queue) per object until it has been idle for
-    # idle_timeout; at 1,000 services (5,000+ watched objects) those make most of the
-    # operator's memory during a burst. Both are tunable for the scale benchmark.
-    limit = int(os.environ.get(WORKER_LIMIT_ENV, "0"))
+    # idle_timeout (default 5 s, no limit on their number). At 1,000 services (6,000
+    # watched objects) they were most of the operator's memory during a burst: peak RSS
+    # 752 MiB with kopf's defaults, 251 MiB with these (docs/bench-notes/reliability.md).
+    limit = int(os.environ.get(WORKER_LIMIT_ENV, "64"))
     settings.queueing.worker_limit = limit or None
-    settings.queueing.idle_timeout = float(os.environ.get(WORKER_IDLE_ENV, "5"))
+    settings.queueing.idle_timeout = float(os.environ.get(WORKER_IDLE_ENV, "0.5"))
     for pc in priority_classes():
         kube.apply_if_changed(pc)
