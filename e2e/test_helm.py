@@ -691,6 +691,49 @@ def test_operator_as_chart_service_account_reconciles(
     assert forbidden_lines(text) == [], "\n".join(forbidden_lines(text))
 
 
+@pytest.mark.cluster
+def test_triton_pods_pass_pod_security_restricted_as_the_chart_service_account(
+    cluster: ClusterHandle, release: Release, namespace: str, tmp_path: Path
+) -> None:
+    """The namespace enforces Pod Security "restricted" (the API server's PodSecurity
+    admission rejects any pod that breaks it); the operator runs as the chart's
+    ServiceAccount; the service fetches its model with a Secret (the init container).
+    Every pod must be admitted and become Ready, and the Secret's value must not reach the
+    operator (it cannot read Secrets) or anything it writes."""
+    for mode in ("enforce", "warn", "audit"):
+        cluster.kubectl("label", "namespace", namespace, "--overwrite",
+                        f"pod-security.kubernetes.io/{mode}=restricted",
+                        f"pod-security.kubernetes.io/{mode}-version=latest")
+    value = "gs-pss-" + os.urandom(8).hex()
+    cluster.kubectl("create", "secret", "generic", "model-creds", "-n", namespace,
+                    f"--from-literal=AWS_SECRET_ACCESS_KEY={value}")
+    body = valid_service("guarded")
+    body["spec"]["model"]["storageUri"] = "s3://private-bucket/models/sleeper"
+    body["spec"]["model"]["storageSecretRef"] = {"name": "model-creds"}
+    docs = manifests(cluster, release.name, release.namespace)
+    op = ChartOperator(docs, release.kubeconfig, tmp_path / "operator.log", "gs-sa-gpuserve-y")
+    op.start()
+    try:
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(body))
+        obj = wait_ready(cluster, "guarded", namespace)
+        pods = get_json(cluster, "pods", "-n", namespace, "-l", "gpuserve.io/service=guarded")
+        assert len(pods["items"]) >= obj["status"]["replicas"] >= 1
+        assert all(p["spec"]["initContainers"] for p in pods["items"])  # the model fetcher
+        events = get_json(cluster, "events", "-n", namespace)["items"]
+        refused = [e["message"] for e in events if e.get("reason") == "FailedCreate"]
+        assert not refused, refused
+        written = cluster.kubectl("get", "configmaps,deployments,events,inferenceservices",
+                                  "-n", namespace, "-o", "json").stdout
+        assert value not in written
+    finally:
+        cleanup_services(cluster, namespace)
+        op.stop()
+    text = op.text()
+    assert value not in text
+    assert "Traceback" not in text, text[-3000:]
+    assert forbidden_lines(text) == [], "\n".join(forbidden_lines(text))
+
+
 def peers(cluster: ClusterHandle) -> dict[str, int]:
     """Live peers (identity -> priority) in the chart's ClusterKopfPeering."""
     obj = get_json(cluster, "clusterkopfpeering", "gpuserve")
