@@ -23,7 +23,7 @@ from gpuserve.api.models import (
     parse_inference_service,
 )
 from gpuserve.placement.planning import ClassCapacity, plan_pools, usable_classes
-from gpuserve.resources.rendering import PoolPlan, RenderInput, render_children
+from gpuserve.resources.rendering import RenderInput, pool_plans, render_children
 
 
 class RenderError(CLIError):
@@ -93,15 +93,7 @@ def render_service(
         standby_serving={},
         capacity=room,
     )
-    pools = {
-        c: PoolPlan(
-            replicas=plan.serving[c],
-            surge=plan.surge[c],
-            standby=plan.standby[c],
-            standby_surge=plan.standby_surge[c],
-        )
-        for c in order
-    }
+    pools = pool_plans(plan, order)
     return render_children(RenderInput(service=svc, classes=classes, pools=pools))
 
 

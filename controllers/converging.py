@@ -46,6 +46,7 @@ from gpuserve.resources.rendering import (
     RenderInput,
     config_hash,
     endpoint,
+    pool_plans,
     render_children,
 )
 
@@ -222,15 +223,7 @@ def _converge(body: Obj, view: ClusterView) -> Outcome:
         capacity=capacity,
         gpus_per_pod=per_pod,
     )
-    pools = {
-        c: PoolPlan(
-            replicas=plan.serving[c],
-            surge=plan.surge[c],
-            standby=plan.standby[c],
-            standby_surge=plan.standby_surge[c],
-        )
-        for c in order
-    }
+    pools = pool_plans(plan, order)
     if keda:
         pools = {c: PoolPlan(replicas=0) for c in order}
     # One pool per usable class: a listed class that cannot run this spec gets none.

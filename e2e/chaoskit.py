@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import copy
+import json
 import os
 import random
 import re
@@ -21,6 +22,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import urllib3
@@ -622,6 +624,19 @@ def wait_converged(check: Callable[[], list[str]], timeout: float,
 
 
 # --------------------------------------------------------------------------- API metrics
+
+
+REPORT_ENV = "GPUSERVE_RELIABILITY_LOG"
+
+
+def record(figures: dict[str, Any]) -> None:
+    """Print a suite's figures; append them to $GPUSERVE_RELIABILITY_LOG when set."""
+    line = json.dumps(figures, sort_keys=True)
+    print(line)
+    target = os.environ.get(REPORT_ENV)
+    if target:
+        with Path(target).open("a") as out:
+            out.write(line + "\n")
 
 
 def writes_by_resource(

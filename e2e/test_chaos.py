@@ -14,7 +14,6 @@ as JSON lines.
 from __future__ import annotations
 
 import copy
-import json
 import os
 import random
 import time
@@ -30,6 +29,7 @@ from e2e.chaoskit import (
     Op,
     control_plane_works,
     fleet_problems,
+    record,
     restart_component,
     tracebacks,
     unexpected_tracebacks,
@@ -51,17 +51,6 @@ CONVERGE_TIMEOUT_S = 240.0
 # server crash, see docs/reliability.md.)
 OPERATOR_RECOVERY_S = 60.0
 MAX_GAP_S = 2.5  # longest random pause between a change and the next kill
-REPORT_ENV = "GPUSERVE_RELIABILITY_LOG"
-
-
-def record(figures: dict[str, Any]) -> None:
-    """Print the figures; append them to $GPUSERVE_RELIABILITY_LOG when set."""
-    line = json.dumps(figures, sort_keys=True)
-    print(line)
-    target = os.environ.get(REPORT_ENV)
-    if target:
-        with Path(target).open("a") as out:
-            out.write(line + "\n")
 
 
 @pytest.fixture(scope="module")

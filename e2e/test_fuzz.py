@@ -20,7 +20,6 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +28,7 @@ from hypothesis import strategies as st
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from e2e.chaoskit import unexpected_tracebacks, writes_by_resource
+from e2e.chaoskit import record, unexpected_tracebacks, writes_by_resource
 from e2e.cluster.testkit import ClusterHandle, wait_for
 from e2e.invalid_cases import valid_class, valid_service
 from e2e.operatorkit import OperatorProcess, install_classes, install_crds, settle
@@ -49,7 +48,6 @@ OPERATOR_RESOURCES = (
     "configmaps/", "deployments/", "services/", "poddisruptionbudgets/", "pods/",
     "inferenceservices/status", "acceleratorclasses/status",
 )
-REPORT_ENV = "GPUSERVE_RELIABILITY_LOG"
 # A rejection names the field: `spec.batching.maxBatchSize: Invalid value`, `unknown
 # field "spec.x"` (x may be any unicode), `metadata.name: Invalid value`, or for metadata
 # of the wrong JSON type, `Go struct field ObjectMeta.labels of type ...`.
@@ -315,15 +313,6 @@ def operator_writes(cluster: ClusterHandle) -> float:
     # would count, and the operator's only deletion (retiring a pool) cannot repeat.
     counts = writes_by_resource(cluster, verbs=("POST", "PUT", "PATCH", "APPLY"))
     return sum(counts.get(k, 0.0) for k in OPERATOR_RESOURCES)
-
-
-def record(figures: dict[str, Any]) -> None:
-    line = json.dumps(figures, sort_keys=True)
-    print(line)
-    target = os.environ.get(REPORT_ENV)
-    if target:
-        with Path(target).open("a") as out:
-            out.write(line + "\n")
 
 
 @pytest.fixture(scope="module")

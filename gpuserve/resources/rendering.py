@@ -9,11 +9,12 @@ sends: only fields gpuserve owns.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpuserve.api.models import AcceleratorClassSpec, InferenceService, InferenceServiceSpec
+from gpuserve.placement.planning import PoolsPlan
 from gpuserve.resources.keda import scaled_object
 from gpuserve.resources.naming import (
     ANNOTATION_CONFIG_HASH,
@@ -51,6 +52,19 @@ class PoolPlan:
     surge: bool = False
     standby: int = 0
     standby_surge: bool = False
+
+
+def pool_plans(plan: PoolsPlan, order: Sequence[str]) -> dict[str, PoolPlan]:
+    """The placement plan as what each class's two Deployments render."""
+    return {
+        c: PoolPlan(
+            replicas=plan.serving[c],
+            surge=plan.surge[c],
+            standby=plan.standby[c],
+            standby_surge=plan.standby_surge[c],
+        )
+        for c in order
+    }
 
 
 @dataclass(frozen=True)
