@@ -1,7 +1,7 @@
 """Bring one InferenceService's children and status in line with its spec.
 
-Called from every trigger (the service changed, one of its pods or children changed, a
-timer); reads cluster state only from kopf's indexes, writes only what differs. One lock
+Called from every trigger (the service changed, one of its pods or children changed, the
+periodic resync); reads cluster state only from kopf's indexes, writes only what differs. One lock
 per service keeps two triggers from promoting the same pod twice.
 """
 

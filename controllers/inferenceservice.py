@@ -1,8 +1,9 @@
 """kopf handlers of InferenceService: every trigger funnels into ``converging.converge``.
 
 Triggers: the service is created, its spec changes, the operator resumes; one of its pods
-changes (readiness, scheduling, deletion); one of its children drifts; and a periodic
-timer that catches anything missed (it writes nothing when nothing changed).
+changes (readiness, scheduling, deletion); one of its children drifts; and the 30 s
+resync loop of ``controllers.periodic`` that catches anything missed (it writes nothing
+when nothing changed).
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ class PrometheusSource:
         self.url = url
         self.window = window
         # No client-side retries: an unreachable Prometheus must fail fast (the policy
-        # holds and the next evaluation tries again), not stall the operator's timers.
+        # holds and the next evaluation tries again), not stall the operator's periodic loop.
         self._prom = PrometheusConnect(
             url=url, disable_ssl=True, timeout=timeout, retry=Retry(total=0)
         )
