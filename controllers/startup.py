@@ -62,10 +62,12 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.client_timeout = 330
     settings.execution.max_workers = 8
     # kopf keeps one worker (and its event queue) per object until it has been idle for
-    # idle_timeout (default 5 s, no limit on their number). At 1,000 services (6,000
-    # watched objects) they were most of the operator's memory during a burst: peak RSS
-    # 752 MiB with kopf's defaults, 251 MiB with these (docs/bench-notes/reliability.md).
-    limit = int(os.environ.get(WORKER_LIMIT_ENV, "64"))
+    # idle_timeout (default 5 s). At 1,000 services (6,000 watched objects) they were most
+    # of the operator's memory during a burst (docs/bench-notes/reliability.md). No limit
+    # on their number by default: with one, a restart over more existing objects than the
+    # limit deadlocks (workers waiting for the initial indexing hold every slot, so the
+    # objects still to be indexed never get one).
+    limit = int(os.environ.get(WORKER_LIMIT_ENV, "0"))
     settings.queueing.worker_limit = limit or None
     settings.queueing.idle_timeout = float(os.environ.get(WORKER_IDLE_ENV, "0.5"))
     for pc in priority_classes():
