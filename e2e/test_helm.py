@@ -659,8 +659,10 @@ def test_operator_as_chart_service_account_reconciles(
     )
     for verb, resource in (
         ("get", "secrets"),
-        ("delete", "deployments.apps"),
+        # (deleting Deployments is granted: the pool of a class no longer usable is retired)
         ("delete", "pods"),
+        ("delete", "services"),
+        ("delete", "configmaps"),
         ("update", "inferenceservices.gpuserve.io"),
         ("create", "pods"),
         ("list", "secrets"),

@@ -158,8 +158,16 @@ def test_apply_reconciles_to_ready_on_the_right_gpus(
     }
     deps = {d["metadata"]["name"]: d for d in kinds["deployment"]}
     assert sorted(deps) == ["chat-h100", "chat-h100-standby", "chat-l4", "chat-l4-standby"]
-    # The warm pool runs in the standby Deployment, at the lowest PriorityClass.
-    assert [deps[n]["spec"]["replicas"] for n in sorted(deps)] == [2, 1, 0, 0]
+
+    # The warm pool runs in the standby Deployment, at the lowest PriorityClass. A standby
+    # pod that was Ready first may be serving until a serving-priority pod relieves it
+    # (the standby Deployment is one larger meanwhile), so wait for the settled sizes.
+    def sizes() -> list[int]:
+        items = get_json(cluster, "deployment", "-n", namespace, "-l", "gpuserve.io/service=chat")
+        by_name = {d["metadata"]["name"]: d["spec"]["replicas"] for d in items["items"]}
+        return [by_name[n] for n in sorted(by_name)]
+
+    wait_for(lambda: sizes() == [2, 1, 0, 0], 60, "serving 2 on h100, warm pool 1")
     assert {n: d["spec"]["template"]["spec"]["priorityClassName"] for n, d in deps.items()} == {
         "chat-h100": "gpuserve-interactive",
         "chat-h100-standby": "gpuserve-standby",
