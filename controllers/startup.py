@@ -65,8 +65,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # idle_timeout (default 5 s). At 1,000 services (6,000 watched objects) they were most
     # of the operator's memory during a burst (docs/bench-notes/reliability.md). No limit
     # on their number by default: with one, a restart over more existing objects than the
-    # limit deadlocks (workers waiting for the initial indexing hold every slot, so the
-    # objects still to be indexed never get one).
+    # limit stalled in our tests (most likely the workers waiting for the initial indexing
+    # hold every slot, so the objects still to be indexed never get one).
     limit = int(os.environ.get(WORKER_LIMIT_ENV, "0"))
     settings.queueing.worker_limit = limit or None
     settings.queueing.idle_timeout = float(os.environ.get(WORKER_IDLE_ENV, "0.5"))
