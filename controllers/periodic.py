@@ -42,10 +42,12 @@ def _run_pass(
     for body in bodies:
         meta = body.get("metadata", {})
         namespace = meta.get("namespace")
+        # One peering object per pass for a cluster-wide operator, one per namespace else.
+        scope = namespace if peering is not None and not peering.clusterwide else None
         try:
-            if namespace not in acting:
-                acting[namespace] = not standing_by(peering, namespace)
-            if acting[namespace]:
+            if scope not in acting:
+                acting[scope] = not standing_by(peering, scope)
+            if acting[scope]:
                 # in kopf's posting context, so that kopf.event/kopf.warn work
                 in_kopf_context(work, body)
                 done += 1
