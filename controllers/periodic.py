@@ -35,9 +35,16 @@ def _bodies(index: Any) -> list[Body]:
 
 def _run_pass(
     what: str, bodies: Iterable[Body], work: Callable[[Body], None], peering: Peering | None
-) -> int:
-    """One pass over the objects, in a worker thread; returns how many were handled."""
+) -> tuple[int, bool]:
+    """One pass over the objects, in a worker thread: how many were handled, and whether
+    any was left to a peer that outranks this replica."""
     acting: dict[str | None, bool] = {}
+    if peering is not None and peering.clusterwide:
+        try:  # one peering object for everything
+            acting[None] = not standing_by(peering, None)
+        except Exception as exc:  # unsure who acts: write nothing this pass
+            log.warning("%s: cannot read the peering object: %s", what, exc)
+            return 0, True
     done = 0
     for body in bodies:
         meta = body.get("metadata", {})
@@ -53,7 +60,7 @@ def _run_pass(
                 done += 1
         except Exception as exc:  # one object's failure must not stop the loop
             log.warning("%s of %s/%s failed: %s", what, namespace or "", meta.get("name"), exc)
-    return done
+    return done, not all(acting.values())
 
 
 async def _every(
@@ -63,9 +70,17 @@ async def _every(
     work: Callable[[Body], None],
     peering: Peering | None,
 ) -> None:
+    was_standing = False
     while True:
         await asyncio.sleep(interval)
-        await asyncio.to_thread(_run_pass, what, bodies(), work, peering)
+        try:
+            _, standing = await asyncio.to_thread(_run_pass, what, bodies(), work, peering)
+        except Exception as exc:  # the loop must outlive any one pass
+            log.warning("%s pass failed: %s", what, exc)
+            continue
+        if standing != was_standing:  # log the transitions only
+            log.info("%s: %s", what, "standing by for a peer" if standing else "acting again")
+            was_standing = standing
 
 
 @kopf.on.startup()

@@ -785,6 +785,10 @@ def test_two_peered_replicas_one_works_and_the_other_takes_over(
             wait_ready(cluster, "ha-one", namespace)
             assert "ha-one" in leader.text()
             assert "kopf.objects" not in standby.text(), "the paused replica ran a handler"
+            # gpuserve's own loops (kopf does not pause them) stand by too.
+            wait_for(lambda: "autoscale: standing by for a peer" in standby.text(), 30,
+                     "the standby's autoscaler loop to stand by")
+            assert "standing by" not in leader.text()
 
             leader.kill9()  # no goodbye: the standby must wait out the keep-alive lifetime
             wait_for(
