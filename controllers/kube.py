@@ -84,6 +84,11 @@ def namespace_terminating(exc: ApiException) -> bool:
     return exc.status == 403 and "being terminated" in str(exc.body or "")
 
 
+def _target_gone(exc: ApiException) -> bool:
+    """The object (404) or its whole namespace is going: a write to it is moot."""
+    return exc.status == 404 or namespace_terminating(exc)
+
+
 def apply_if_changed(desired: Obj, *, live: Obj | None = None, fetch: bool = True) -> bool:
     """Server-side apply ``desired`` unless the live object already contains it.
 
@@ -119,7 +124,7 @@ def delete_deployment(namespace: str, name: str) -> bool:
             name, namespace, propagation_policy="Background"
         )
     except ApiException as exc:
-        if exc.status == 404 or namespace_terminating(exc):
+        if _target_gone(exc):
             return False
         raise
     WRITES["Deployment/delete"] += 1
@@ -135,7 +140,7 @@ def patch_pod_metadata(
     try:
         client.CoreV1Api(api_client()).patch_namespaced_pod(name, namespace, body)
     except ApiException as exc:
-        if exc.status == 404 or namespace_terminating(exc):
+        if _target_gone(exc):
             return False
         raise
     WRITES["Pod"] += 1
@@ -157,7 +162,7 @@ def patch_status(
         else:
             api.patch_cluster_custom_object_status(GROUP, VERSION, plural, name, body)
     except ApiException as exc:
-        if exc.status == 404 or namespace_terminating(exc):  # gone meanwhile
+        if _target_gone(exc):  # gone meanwhile
             return False
         raise
     WRITES[f"{plural}/status"] += 1
