@@ -1,6 +1,6 @@
 """Simulator vs real Triton: the sleeper model on CPU, batching on and off, three loads.
 
-    .venv/bin/python bench/fidelity.py [--seconds 10] [--seed 7]
+    .venv/bin/python bench/fidelity.py [--seconds 10] [--seed 7] [--repeats 3]
 
 Starts one tritonserver (nvidia-pytriton wheel) on loopback with two copies of the
 catalogue "sleeper" model (5 ms per execution + 0.2 ms per item): one with dynamic
@@ -21,9 +21,19 @@ simulator cannot know from the model's stated times:
 * the time outside Triton (client, gRPC): the client's mean latency minus Triton's mean
   request duration on the light load.
 
+Each load runs ``--repeats`` times (default 3, interleaved with the others, each with its
+own Poisson seed) and the table reports medians. Two simulations per run:
+
+A. with the one calibration: a prediction, and what a user of ``gpuserve simulate`` gets;
+B. with the occupancy per execution and per request that Triton's own statistics report
+   for that run (still none of its latencies). This separates the batcher and queue
+   model from the machine's speed, which drifts by a few percent as other work comes and
+   goes on shared cores; near saturation that drift alone moves queueing delay by tens
+   of percent.
+
 Prints simulated vs measured p50, p95 and throughput per load and whether each is within
-+-10%. Every load is bounded in requests and wall time; the server is stopped by its own
-process group.
++-10%, then every run. Every load is bounded in requests and wall time; the server is
+stopped by its own process group.
 """
 
 from __future__ import annotations
@@ -55,6 +65,7 @@ from gpuserve.sim.workload import Workload, poisson_workload  # noqa: E402
 EXEC_MS, ITEM_MS = 5.0, 0.2
 TOLERANCE = 0.10
 CALIBRATION_RATES = (20.0, 400.0)  # light unbatched, moderate batched (req/s)
+CALIBRATION_SECONDS = 10.0
 
 _SIGNATURE = (
     'input [ { name: "INPUT", data_type: TYPE_FP32, dims: [ 4 ] } ]\n'
@@ -91,14 +102,43 @@ class _Idle:
         return ScaleOrder()
 
 
+Figures = tuple[float, float, float]  # p50 ms, p95 ms, throughput req/s
+
+
 @dataclass(frozen=True)
-class Row:
-    config: str
-    rate: float
-    sim: tuple[float, float, float]  # p50 ms, p95 ms, throughput req/s
-    real: tuple[float, float, float]
+class Trial:
+    """One repetition of one load: what Triton did and what the simulator predicted."""
+
+    real: Figures
+    sim: Figures  # service times from the one calibration
+    sim_load: Figures  # service times Triton reported for this load
     failures: int
     drift: float  # Triton's occupancy during this load / the calibrated model's, minus 1
+
+
+@dataclass(frozen=True)
+class Row:
+    """The median of each figure over the repetitions of one load."""
+
+    config: str
+    rate: float
+    trials: tuple[Trial, ...]
+
+    def median(self, pick: str) -> Figures:
+        values = [getattr(t, pick) for t in self.trials]
+        return (
+            statistics.median(v[0] for v in values),
+            statistics.median(v[1] for v in values),
+            statistics.median(v[2] for v in values),
+        )
+
+    @property
+    def failures(self) -> int:
+        return sum(t.failures for t in self.trials)
+
+    @property
+    def drift(self) -> float:
+        return statistics.median(t.drift for t in self.trials)
 
 
 def measure(grpc: str, model: str, workload: Workload, seconds: float) -> LoadResult:
@@ -119,13 +159,18 @@ class Calibration:
     occupancy: dict[int, tuple[int, float]]  # batch size -> (executions, mean seconds)
 
 
-def simulated(kind: str, arrivals: list[float], cal: Calibration) -> SimResult:
+def simulated(
+    kind: str, arrivals: list[float], cal: Calibration, times: tuple[float, float] | None = None
+) -> SimResult:
+    """Simulate one replica on the sent times; ``times`` = (per execution, per request)
+    overrides the calibrated occupancy."""
+    per_batch, per_request = times if times is not None else (cal.per_batch, cal.per_request)
     config = SimConfig(
         batcher=BATCHERS[kind],
         service=ServiceTimes(
-            per_batch=cal.per_batch,
+            per_batch=per_batch,
             per_item=ITEM_MS / 1000,
-            per_request=cal.per_request,
+            per_request=per_request,
             jitter_cv=cal.jitter,
         ),
         classes=(AcceleratorPool("cpu"),),
@@ -215,15 +260,16 @@ def fit_line(points: dict[int, tuple[int, float]]) -> tuple[float, float]:
 
 
 def calibrate(triton: TritonServer, grpc: str) -> Calibration:
-    """One light unbatched load and one moderate batched load, 5 s each."""
+    """One light unbatched load and one moderate batched load."""
     light_rate, batched_rate = CALIBRATION_RATES
     single, batched = MODEL["no batching"], MODEL["batching"]
     before = model_stats(triton.http_url, single)
-    light = measure(grpc, single, poisson_workload(rate=light_rate, duration=5, seed=2), 5)
+    secs = CALIBRATION_SECONDS
+    light = measure(grpc, single, poisson_workload(rate=light_rate, duration=secs, seed=2), secs)
     light_stats = model_stats(triton.http_url, single).since(before)
     jitter = jitter_cv(counters(triton.metrics_url, single))
     before = model_stats(triton.http_url, batched)
-    measure(grpc, batched, poisson_workload(rate=batched_rate, duration=5, seed=3), 5)
+    measure(grpc, batched, poisson_workload(rate=batched_rate, duration=secs, seed=3), secs)
     batched_stats = model_stats(triton.http_url, batched).since(before)
     occupancy: dict[int, tuple[int, float]] = {}
     for stats in (light_stats, batched_stats):
@@ -252,6 +298,23 @@ def occupancy_drift(stats: ModelStats, cal: Calibration) -> float:
     return measured / expected - 1 if expected > 0 else 0.0
 
 
+def load_times(stats: ModelStats, cal: Calibration) -> tuple[float, float]:
+    """(per execution, per request) occupancy Triton reported during one load: a line
+    through its per-batch-size means when it ran several sizes, else the calibrated slope
+    through the one size it ran. Taken from Triton's execution statistics only; none of
+    the load's latencies goes in."""
+    points = {n: (c, ns / 1e9 / c) for n, (c, ns) in stats.batches.items() if c > 0}
+    slope = cal.per_request + ITEM_MS / 1000
+    if len([n for n, (c, _) in points.items() if c >= 5]) >= 3:
+        per_batch, slope = fit_line(points)
+    else:
+        total = sum(c for c, _ in points.values())
+        mean_n = sum(n * c for n, (c, _) in points.items()) / total
+        mean_y = sum(c * y for c, y in points.values()) / total
+        per_batch = mean_y - slope * mean_n
+    return max(0.0, per_batch), max(0.0, slope - ITEM_MS / 1000)
+
+
 def real_stats(result: LoadResult) -> tuple[float, float, float]:
     ok = [r for r in result.records if r.ok and r.latency_s is not None]
     lat = sorted(r.latency_s for r in ok if r.latency_s is not None)
@@ -274,45 +337,99 @@ def within(sim: float, real: float) -> bool:
     return abs(sim - real) <= TOLERANCE * real
 
 
-def table(rows: list[Row], cal: Calibration) -> str:
+def calibration_line(cal: Calibration) -> str:
     sizes = ", ".join(
         f"{n}: {mean * 1e3:.2f}" for n, (count, mean) in sorted(cal.occupancy.items()) if count >= 5
     )
-    out = [
+    return (
         f"calibrated once from Triton ({CALIBRATION_RATES[0]:g} req/s unbatched, "
-        f"{CALIBRATION_RATES[1]:g} req/s batched, 5 s each): occupancy per execution "
-        f"{cal.per_batch * 1e3:.2f} ms + {(cal.per_request * 1e3 + ITEM_MS):.3f} ms per request "
-        f"(Python backend +{cal.per_batch * 1e3 - EXEC_MS:.2f} ms per execution, "
+        f"{CALIBRATION_RATES[1]:g} req/s batched, {CALIBRATION_SECONDS:g} s each): occupancy "
+        f"per execution {cal.per_batch * 1e3:.2f} ms + {(cal.per_request * 1e3 + ITEM_MS):.3f} ms "
+        f"per request (Python backend +{cal.per_batch * 1e3 - EXEC_MS:.2f} ms per execution, "
         f"+{cal.per_request * 1e3:.3f} ms per request), execution-time CV {cal.jitter:.2f}, "
-        f"{cal.overhead * 1e3:.2f} ms per request outside Triton",
-        f"measured occupancy by batch size (ms; 5+ executions): {sizes}",
-        "",
+        f"{cal.overhead * 1e3:.2f} ms per request outside Triton\n"
+        f"measured occupancy by batch size (ms; 5+ executions): {sizes}"
+    )
+
+
+def table(rows: list[Row], pick: str) -> str:
+    """Medians over the repetitions, simulator ``pick`` ("sim" or "sim_load") vs Triton."""
+    out = [
         "| config | offered req/s | p50 sim / real ms | p95 sim / real ms | "
         "throughput sim / real req/s | error p50, p95, thr | within +-10% (p50, p95, thr) "
         "| Triton occupancy vs calibration |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    inside = [0, 0, 0]
     for r in rows:
-        flags = ", ".join(
-            "yes" if within(s, m) else "no" for s, m in zip(r.sim, r.real, strict=True)
-        )
-        errors = ", ".join(f"{(s - m) / m:+.0%}" for s, m in zip(r.sim, r.real, strict=True))
+        sim, real = r.median(pick), r.median("real")
+        ok = [within(a, b) for a, b in zip(sim, real, strict=True)]
+        inside = [n + k for n, k in zip(inside, ok, strict=True)]
+        errors = ", ".join(f"{(a - b) / b:+.0%}" for a, b in zip(sim, real, strict=True))
         fail = f" ({r.failures} failed)" if r.failures else ""
         out.append(
-            f"| {r.config} | {r.rate:g}{fail} | {r.sim[0]:.1f} / {r.real[0]:.1f} | "
-            f"{r.sim[1]:.1f} / {r.real[1]:.1f} | {r.sim[2]:.0f} / {r.real[2]:.0f} | {errors} "
-            f"| {flags} | {r.drift:+.1%} |"
+            f"| {r.config} | {r.rate:g}{fail} | {sim[0]:.1f} / {real[0]:.1f} | "
+            f"{sim[1]:.1f} / {real[1]:.1f} | {sim[2]:.0f} / {real[2]:.0f} | {errors} "
+            f"| {', '.join('yes' if k else 'no' for k in ok)} | {r.drift:+.1%} |"
         )
+    out.append("")
+    out.append(
+        f"within +-10%: p50 {inside[0]}/{len(rows)}, p95 {inside[1]}/{len(rows)}, "
+        f"throughput {inside[2]}/{len(rows)}"
+    )
     return "\n".join(out)
+
+
+def trials_table(rows: list[Row]) -> str:
+    """Every repetition, for the record: real, calibrated-once and per-load p50/p95 (ms)."""
+    out = [
+        "| config | offered req/s | run | real p50 / p95 | sim (once) p50 / p95 "
+        "| sim (load) p50 / p95 | occupancy vs calibration |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        for i, t in enumerate(r.trials, 1):
+            out.append(
+                f"| {r.config} | {r.rate:g} | {i} | {t.real[0]:.1f} / {t.real[1]:.1f} | "
+                f"{t.sim[0]:.1f} / {t.sim[1]:.1f} | {t.sim_load[0]:.1f} / {t.sim_load[1]:.1f} "
+                f"| {t.drift:+.1%} |"
+            )
+    return "\n".join(out)
+
+
+def run_trial(
+    triton: TritonServer,
+    grpc: str,
+    kind: str,
+    rate: float,
+    seconds: float,
+    seed: int,
+    cal: Calibration,
+) -> Trial:
+    workload = poisson_workload(rate=rate, duration=seconds, seed=seed)
+    before = model_stats(triton.http_url, MODEL[kind])
+    real = measure(grpc, MODEL[kind], workload, seconds)
+    stats = model_stats(triton.http_url, MODEL[kind]).since(before)
+    sent = sent_times(real)
+    return Trial(
+        real=real_stats(real),
+        sim=sim_stats(simulated(kind, sent, cal)),
+        sim_load=sim_stats(simulated(kind, sent, cal, load_times(stats, cal))),
+        failures=real.failures,
+        drift=occupancy_drift(stats, cal),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--seconds", type=float, default=10.0, help="duration of each load")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--repeats", type=int, default=3, help="repetitions of each load (interleaved)")
     p.add_argument("--batching-rates", type=float, nargs=3, default=[100.0, 300.0, 600.0])
     p.add_argument("--single-rates", type=float, nargs=3, default=[40.0, 90.0, 140.0])
     args = p.parse_args(argv)
+    plan = [("no batching", r) for r in args.single_rates]
+    plan += [("batching", r) for r in args.batching_rates]
     with tempfile.TemporaryDirectory(prefix="gpuserve-fidelity-") as tmp:
         repo = Path(tmp) / "models"
         for kind, pbtxt in CONFIGS.items():
@@ -320,23 +437,31 @@ def main(argv: list[str] | None = None) -> int:
         extra = ["--metrics-config", "summary_latencies=true"]
         with TritonServer(repo, extra_flags=extra) as triton:
             grpc = triton.grpc_url.removeprefix("grpc://")
-            for kind in CONFIGS:  # warm both models
-                measure(grpc, MODEL[kind], poisson_workload(rate=20, duration=2, seed=1), 2)
+            # Warm both models and the client under load: the first seconds of a fresh
+            # server run a few percent slower, which would bias the calibration.
+            for kind, rate in (("no batching", 60.0), ("batching", 300.0)):
+                measure(grpc, MODEL[kind], poisson_workload(rate=rate, duration=5, seed=1), 5)
             cal = calibrate(triton, grpc)
-            rows: list[Row] = []
-            plan = [("no batching", r) for r in args.single_rates]
-            plan += [("batching", r) for r in args.batching_rates]
-            for kind, rate in plan:
-                workload = poisson_workload(rate=rate, duration=args.seconds, seed=args.seed)
-                before = model_stats(triton.http_url, MODEL[kind])
-                real = measure(grpc, MODEL[kind], workload, args.seconds)
-                drift = occupancy_drift(
-                    model_stats(triton.http_url, MODEL[kind]).since(before), cal
-                )
-                sim = simulated(kind, sent_times(real), cal)
-                rows.append(Row(kind, rate, sim_stats(sim), real_stats(real), real.failures, drift))
-                print(f"  measured {kind} at {rate:g} req/s", file=sys.stderr)
-    print(table(rows, cal))
+            trials: dict[tuple[str, float], list[Trial]] = {key: [] for key in plan}
+            # Interleaved, so that a slow minute of the machine touches every load once
+            # rather than all repetitions of one.
+            for rep in range(args.repeats):
+                for kind, rate in plan:
+                    trial = run_trial(triton, grpc, kind, rate, args.seconds, args.seed + rep, cal)
+                    trials[(kind, rate)].append(trial)
+                    print(f"  run {rep + 1}: measured {kind} at {rate:g} req/s", file=sys.stderr)
+    rows = [Row(kind, rate, tuple(trials[(kind, rate)])) for kind, rate in plan]
+    print(calibration_line(cal))
+    print(f"\nmedians over {args.repeats} interleaved runs of {args.seconds:g} s per load")
+    print("\nA. service times from the one calibration (a prediction):\n")
+    print(table(rows, "sim"))
+    print(
+        "\nB. service times Triton reported for each load (its execution statistics, "
+        "not its latencies): the batcher and queue model alone\n"
+    )
+    print(table(rows, "sim_load"))
+    print("\nevery run:\n")
+    print(trials_table(rows))
     return 0
 
 

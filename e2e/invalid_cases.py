@@ -180,6 +180,11 @@ CASES: list[Case] = [
     ),
     Case("unknown-engine", "spec.scaling.engine", _set("spec.scaling.engine", "hpa")),
     Case(
+        "planning-percentile-100",
+        "spec.scaling.planningPercentile",
+        _set("spec.scaling.planningPercentile", 100),
+    ),
+    Case(
         "keda-with-warm-pool",
         "spec.scaling.warmPool",
         _both(_set("spec.scaling.engine", "keda"), _set("spec.scaling.warmPool", 1)),

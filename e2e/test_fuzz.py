@@ -51,7 +51,10 @@ OPERATOR_RESOURCES = (
 # A rejection names the field: `spec.batching.maxBatchSize: Invalid value`, `unknown
 # field "spec.x"` (x may be any unicode), `metadata.name: Invalid value`, or for metadata
 # of the wrong JSON type, `Go struct field ObjectMeta.labels of type ...`.
-FIELD_IN_MESSAGE = re.compile(r"\b(spec|metadata)(\.|\[|: | in body)|ObjectMeta\.")
+# A top-level unknown field ("specTypo") is named bare by strict decoding.
+FIELD_IN_MESSAGE = re.compile(
+    r"\b(spec|metadata)(\.|\[|: | in body)|ObjectMeta\.|unknown field \"\w+"
+)
 
 # --------------------------------------------------------------------------- strategies
 
@@ -118,6 +121,7 @@ SERVICE_PATHS: dict[str, list[Any]] = {
     "spec.scaling.engine": ["builtin", "keda", "hpa"],
     "spec.scaling.mode": ["active", "advisory", "passive"],
     "spec.scaling.targetQueueDepth": [0, 1, 100_000, 100_001],
+    "spec.scaling.planningPercentile": [49.9, 50, 99.99, 100, "p99"],
     "spec.scaling.scaleDownStabilization": ["0s", "10m", "forever"],
     "spec.tier": ["interactive", "batch", "realtime"],
     "spec.triton": [{}, None],

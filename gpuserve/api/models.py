@@ -367,6 +367,14 @@ class ScalingSpec(_Model):
         ge=1,
         le=100_000,
     )
+    planning_percentile: float | None = Field(
+        default=None,
+        description="Percentile of the queue backlog each pod's capacity is planned for. "
+        "Higher buys headroom: fewer requests over the objective, more GPUs. Default: "
+        "100 - (100 - slo.percentile) / 5 (99 for a p95 objective).",
+        ge=50,
+        lt=100,
+    )
     scale_down_stabilization: str = Field(
         default="120s",
         description="Scale down only to the highest size recommended over this window.",

@@ -54,6 +54,9 @@ def policy_config_from_spec(
         profile=service_profile(spec),
         slo_latency=spec.slo.latency_s,
         slo_quantile=spec.slo.percentile / 100.0,
+        planning_quantile=(
+            scaling.planning_percentile / 100.0 if scaling.planning_percentile is not None else None
+        ),
         min_replicas=scaling.min_replicas,
         max_replicas=scaling.max_replicas,
         stable_window=stable,

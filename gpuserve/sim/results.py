@@ -53,6 +53,10 @@ class SimResult:
             return 1.0
         return float(np.mean(lat[mask] <= self.slo_latency + 1e-12))
 
+    def misses(self) -> int:
+        """Requests over the SLO latency or rejected: attainment as a count."""
+        return sum(1 for x in self.latencies if x > self.slo_latency + 1e-12)
+
     def percentile(self, q: float) -> float:
         """Latency percentile (0-100) over all requests; inf when rejections reach it."""
         if not self.latencies:

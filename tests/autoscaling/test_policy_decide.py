@@ -6,8 +6,11 @@ import itertools
 import math
 from dataclasses import replace
 
+import pytest
 from policy_helpers import config, history, pools
 
+from e2e.invalid_cases import valid_service
+from gpuserve.api.models import parse_inference_service
 from gpuserve.autoscaling import (
     ClassPool,
     Decision,
@@ -18,6 +21,7 @@ from gpuserve.autoscaling import (
     decide,
     replica_capacity,
 )
+from gpuserve.autoscaling.from_spec import policy_config_from_spec
 
 
 def run(
@@ -321,3 +325,17 @@ def test_latency_over_budget_scales_up_even_if_the_rate_model_is_fine() -> None:
 
 def replace_cold(state: PoolState, cold: float) -> PoolState:
     return PoolState(tuple(replace(p, cold_start=cold) for p in state.classes))
+
+
+def test_planning_percentile_from_the_spec_buys_headroom() -> None:
+    body = valid_service()
+    body["spec"]["scaling"]["planningPercentile"] = 99.99  # type: ignore[index]
+    strict = policy_config_from_spec(parse_inference_service(body).spec)
+    default = policy_config_from_spec(parse_inference_service(valid_service()).spec)
+    assert default.plan_quantile == pytest.approx(0.99)  # p95 objective -> p99 backlog
+    assert strict.plan_quantile == pytest.approx(0.9999)
+    # The same demand needs more pods when planned for a rarer backlog.
+    rate = 4.5 * capacity()
+    loose = run(rate=rate, serving=5, cfg=config())
+    tight = run(rate=rate, serving=5, cfg=config(planning_quantile=0.9999))
+    assert tight.desired_replicas > loose.desired_replicas == 5

@@ -205,6 +205,11 @@ def test_oracle_plan_meets_its_target_with_the_fewest_replicas() -> None:
         scaler=OracleScaler(fewer),
     )
     assert worse.attainment() < result.attainment()
+    # The count behind attainment: misses and attainment describe the same requests.
+    for run in (result, worse):
+        share = 1 - run.misses() / len(run.latencies)
+        assert share == pytest.approx(run.attainment())
+    assert worse.misses() > result.misses()
 
 
 def test_trace_rows_become_requests_with_compressed_time() -> None:
