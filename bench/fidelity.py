@@ -322,6 +322,8 @@ def load_times(stats: ModelStats, cal: Calibration) -> tuple[float, float]:
     through the one size it ran. Taken from Triton's execution statistics only; none of
     the load's latencies goes in."""
     points = {n: (c, ns / 1e9 / c) for n, (c, ns) in stats.batches.items() if c > 0}
+    if not points:
+        return cal.per_batch, cal.per_request
     slope = cal.per_request + ITEM_MS / 1000
     if len([n for n, (c, _) in points.items() if c >= 5]) >= 3:
         per_batch, slope = fit_line(points)
@@ -457,8 +459,8 @@ def main(argv: list[str] | None = None) -> int:
         extra = ["--metrics-config", "summary_latencies=true"]
         with TritonServer(repo, extra_flags=extra) as triton:
             grpc = triton.grpc_url.removeprefix("grpc://")
-            # Warm both models and the client under load: the first seconds of a fresh
-            # server run a few percent slower, which would bias the calibration.
+            # Warm both models and the client under load first, so that the calibration
+            # does not measure a server and client that are still starting up.
             for kind, rate in (("no batching", 60.0), ("batching", 300.0)):
                 measure(grpc, MODEL[kind], poisson_workload(rate=rate, duration=5, seed=1), 5)
             cal = calibrate(triton, grpc)
