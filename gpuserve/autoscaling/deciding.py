@@ -524,6 +524,8 @@ def _explain_target(
     bursting: bool,
 ) -> str:
     slo = f"p{config.slo_quantile * 100:.0f} {config.slo_latency * 1000:.0f}ms"
+    if config.planning_quantile is not None:  # the user's headroom, named where it acts
+        slo += f" planned at the p{config.planning_quantile * 100:g} backlog"
     if config.target_queue_depth is not None:
         return (
             f"queue depth target {config.target_queue_depth}/pod (spec override) "

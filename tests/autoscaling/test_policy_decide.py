@@ -339,3 +339,5 @@ def test_planning_percentile_from_the_spec_buys_headroom() -> None:
     loose = run(rate=rate, serving=5, cfg=config())
     tight = run(rate=rate, serving=5, cfg=config(planning_quantile=0.9999))
     assert tight.desired_replicas > loose.desired_replicas == 5
+    assert "planned at the p99.99 backlog" in tight.reason
+    assert "planned at" not in loose.reason
