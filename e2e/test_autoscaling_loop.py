@@ -42,7 +42,7 @@ STABILISATION_S = 20.0
 READY_S = 120.0
 
 
-def loop_service(name: str) -> dict[str, Any]:
+def loop_service(name: str, **scaling: Any) -> dict[str, Any]:
     return sleeper_service(
         name,
         classes=["l4"],  # relative speed 1: no class-speed prior
@@ -54,6 +54,7 @@ def loop_service(name: str) -> dict[str, Any]:
             "scaleDownStabilization": f"{STABILISATION_S:g}s",
             "stableWindow": "20s",
             "panicWindow": "6s",
+            **scaling,
         },
         triton={"exitTimeoutSeconds": 5},
     )
@@ -164,7 +165,8 @@ def test_load_step_scales_up_meets_the_slo_and_scales_back_down(
 
 def test_prometheus_outage_holds_replicas_and_scaling_resumes(stack: Stack, namespace: str) -> None:
     name = "outage"
-    apply(stack.cluster, namespace, loop_service(name))
+    # A user-set planning percentile reaches the running autoscaler and its reasons.
+    apply(stack.cluster, namespace, loop_service(name, planningPercentile=99.9))
     wait_ready(stack, namespace, name)
     load = Load(stack, namespace, name, seconds=30).start()
     wait_for(
@@ -172,6 +174,8 @@ def test_prometheus_outage_holds_replicas_and_scaling_resumes(stack: Stack, name
         60,
         "a second serving replica under load",
     )
+    ups = service_status(stack.cluster, namespace, name).get("decisions") or []
+    assert any("planned at the p99.9 backlog" in d["reason"] for d in ups), ups
     load.join(timeout=120)
 
     url = stack.plane.prometheus_url
