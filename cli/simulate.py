@@ -185,8 +185,9 @@ def _report(
         f"({len(r.arrivals)} requests over {r.duration:.0f}s, simulated in {elapsed:.1f}s)",
         f"replicas (pods holding a GPU, per {_bucket(r):.0f}s): {_replicas_line(r)}",
         f"SLO p{r.slo_quantile * 100:.0f} <= {slo_ms:.0f}ms: attainment {r.attainment():.2%} "
-        f"of requests within {slo_ms:.0f}ms; p50 {r.percentile(50) * 1000:.0f}ms "
-        f"p95 {r.percentile(95) * 1000:.0f}ms p99 {r.percentile(99) * 1000:.0f}ms; "
+        f"of requests within {slo_ms:.0f}ms ({r.misses()} over); "
+        f"p50 {r.percentile(50) * 1000:.0f}ms p95 {r.percentile(95) * 1000:.0f}ms "
+        f"p99 {r.percentile(99) * 1000:.0f}ms; "
         f"rejected {r.rejected}",
         f"GPU-hours {r.gpu_hours:.3f} (warm pods included), cost {r.cost:.2f}, "
         f"scale events {r.scale_events}, bounds {policy.min_replicas}-{policy.max_replicas}",

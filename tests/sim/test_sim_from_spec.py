@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -113,6 +114,7 @@ def test_simulate_command_prints_the_prediction_and_writes_a_plot(
     out = capsys.readouterr().out
     assert code == 0
     assert "policy gpuserve" in out and "attainment" in out and "GPU-hours" in out
+    assert re.search(r"within 2000ms \(\d+ over\)", out), out
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
