@@ -357,12 +357,12 @@ def within(sim: float, real: float) -> bool:
     return abs(sim - real) <= TOLERANCE * real
 
 
-def calibration_line(cal: Calibration) -> str:
+def calibration_line(cal: Calibration, when: str = "once") -> str:
     sizes = ", ".join(
         f"{n}: {mean * 1e3:.2f}" for n, (count, mean) in sorted(cal.occupancy.items()) if count >= 5
     )
     return (
-        f"calibrated once from Triton ({CALIBRATION_RATES[0]:g} req/s unbatched, "
+        f"calibrated {when} from Triton ({CALIBRATION_RATES[0]:g} req/s unbatched, "
         f"{CALIBRATION_RATES[1]:g} req/s batched, {CALIBRATION_SECONDS:g} s each): occupancy "
         f"per execution {cal.per_batch * 1e3:.2f} ms + {(cal.per_request * 1e3 + ITEM_MS):.3f} ms "
         f"per request (Python backend +{cal.per_batch * 1e3 - EXEC_MS:.2f} ms per execution, "
@@ -447,6 +447,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=10.0, help="duration of each load")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--repeats", type=int, default=3, help="repetitions of each load (interleaved)")
+    p.add_argument(
+        "--recalibrate",
+        action="store_true",
+        help="calibrate again before each round of the six loads (A then predicts from "
+        "measurements a minute old rather than several)",
+    )
     p.add_argument("--batching-rates", type=float, nargs=3, default=[100.0, 300.0, 600.0])
     p.add_argument("--single-rates", type=float, nargs=3, default=[40.0, 90.0, 140.0])
     args = p.parse_args(argv)
@@ -463,19 +469,24 @@ def main(argv: list[str] | None = None) -> int:
             # does not measure a server and client that are still starting up.
             for kind, rate in (("no batching", 60.0), ("batching", 300.0)):
                 measure(grpc, MODEL[kind], poisson_workload(rate=rate, duration=5, seed=1), 5)
-            cal = calibrate(triton, grpc)
+            cals = [calibrate(triton, grpc)]
             trials: dict[tuple[str, float], list[Trial]] = {key: [] for key in plan}
             # Interleaved, so that a slow minute of the machine touches every load once
             # rather than all repetitions of one.
             for rep in range(args.repeats):
+                if args.recalibrate and rep:
+                    cals.append(calibrate(triton, grpc))
+                cal = cals[-1]
                 for kind, rate in plan:
                     trial = run_trial(triton, grpc, kind, rate, args.seconds, args.seed + rep, cal)
                     trials[(kind, rate)].append(trial)
                     print(f"  run {rep + 1}: measured {kind} at {rate:g} req/s", file=sys.stderr)
     rows = [Row(kind, rate, tuple(trials[(kind, rate)])) for kind, rate in plan]
-    print(calibration_line(cal))
+    for i, cal in enumerate(cals, 1):
+        print(calibration_line(cal, f"before round {i}" if args.recalibrate else "once"))
     print(f"\nmedians over {args.repeats} interleaved runs of {args.seconds:g} s per load")
-    print("\nA. service times from the one calibration (a prediction):\n")
+    which = "each round's calibration" if args.recalibrate else "the one calibration"
+    print(f"\nA. service times from {which} (a prediction):\n")
     print(table(rows, "sim"))
     print(
         "\nB. service times Triton reported for each load (its execution statistics, "
