@@ -23,7 +23,11 @@ from gpuserve.sim.lineup import POLICIES, calibrate, make_scaler, sim_config_for
 from gpuserve.sim.oracle import plan_oracle  # noqa: E402
 from gpuserve.sim.results import SimResult  # noqa: E402
 from gpuserve.sim.simulating import simulate  # noqa: E402
-from gpuserve.sim.workload import parse_azure_trace, workload_from_trace  # noqa: E402
+from gpuserve.sim.workload import (  # noqa: E402
+    TraceRequest,
+    parse_azure_trace,
+    workload_from_trace,
+)
 
 DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "azure-llm-conv-2023.csv"
 
@@ -88,27 +92,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    rows = parse_azure_trace(args.trace.read_text().splitlines())  # read once for all seeds
     if args.seeds <= 1:
-        runs = run_seed(args, args.seed, verbose=True)
-        oracle = next((r for label, r, _ in runs if label == "oracle"), None)
+        runs = run_seed(args, rows, args.seed, verbose=True)
         print()
-        print(table(runs, oracle, args.slo, args.oracle_window))
+        print(table(runs, _oracle(runs), args.slo, args.oracle_window))
         return 0
     seeds = list(range(args.seed, args.seed + args.seeds))
     per_seed = []
     for seed in seeds:
-        per_seed.append(run_seed(args, seed, verbose=seed == seeds[0]))
+        per_seed.append(run_seed(args, rows, seed, verbose=seed == seeds[0]))
         print(f"  seed {seed} done", file=sys.stderr)
     print()
     print(seeds_table(per_seed, seeds, args.slo))
     return 0
 
 
+Runs = list[tuple[str, SimResult, float]]  # (label, result, seconds to simulate)
+
+
+def _oracle(runs: Runs) -> SimResult | None:
+    return next((r for label, r, _ in runs if label == "oracle"), None)
+
+
 def run_seed(
-    args: argparse.Namespace, seed: int, *, verbose: bool
-) -> list[tuple[str, SimResult, float]]:
+    args: argparse.Namespace, rows: list[TraceRequest], seed: int, *, verbose: bool
+) -> Runs:
     """Every policy on the trace with one seed (warm-up arrivals, load-balancer draws)."""
-    rows = parse_azure_trace(args.trace.read_text().splitlines())
     workload = workload_from_trace(
         rows, compress=args.compress, tokens_per_item=args.tokens_per_item, max_items=args.max_batch
     )
@@ -185,7 +195,7 @@ def run_seed(
             f"target {args.target:.0%}, replicas {min(plan.replicas)}-{plan.peak} "
             f"(setup {setup:.1f}s)"
         )
-    runs: list[tuple[str, SimResult, float]] = []
+    runs: Runs = []
     for name in args.policies:
         sizes = args.warm_pool if name == "gpuserve" else [0]
         plannings = args.planning_percentile if name == "gpuserve" else [0.0]
@@ -202,9 +212,7 @@ def run_seed(
     return runs
 
 
-def table(
-    runs: list[tuple[str, SimResult, float]], oracle: SimResult | None, slo: float, window: float
-) -> str:
+def table(runs: Runs, oracle: SimResult | None, slo: float, window: float) -> str:
     head = (
         f"| policy | attainment (<= {slo * 1000:.0f}ms) | over SLO | "
         f"windows p95 ok ({window:g}s) | p95 ms | p99 ms | GPU-hours | x oracle | "
@@ -222,13 +230,11 @@ def table(
     return "\n".join(lines)
 
 
-def seeds_table(
-    per_seed: list[list[tuple[str, SimResult, float]]], seeds: list[int], slo: float
-) -> str:
+def seeds_table(per_seed: list[Runs], seeds: list[int], slo: float) -> str:
     """Totals over seeds: a few requests over the SLO decide attainment at 99.9x%, and
     which seed has them is luck of the load-balancer draws, so one seed cannot rank."""
     labels = [label for label, _, _ in per_seed[0]]
-    oracles = [next((r for label, r, _ in runs if label == "oracle"), None) for runs in per_seed]
+    oracles = [_oracle(runs) for runs in per_seed]
     lines = [
         f"| policy | attainment (<= {slo * 1000:.0f}ms), {len(seeds)} seeds | over SLO | "
         "over SLO per seed | GPU-hours (mean) | x oracle (mean) | scale events (mean) |",

@@ -262,14 +262,26 @@ def model_stats(http_url: str, model: str) -> ModelStats:
     return ModelStats(int(success["count"]), int(success["ns"]), batches)
 
 
-def fit_line(points: dict[int, tuple[int, float]]) -> tuple[float, float]:
-    """Least squares a + b * n through (n, mean) points weighted by their counts."""
+def _centre(points: dict[int, tuple[int, float]]) -> tuple[float, float]:
+    """Count-weighted mean batch size and mean occupancy of (n, (count, mean)) points."""
     total = sum(c for c, _ in points.values())
     mean_n = sum(n * c for n, (c, _) in points.items()) / total
     mean_y = sum(y * c for _, (c, y) in points.items()) / total
+    return mean_n, mean_y
+
+
+def line_through(points: dict[int, tuple[int, float]], slope: float) -> tuple[float, float]:
+    """a + slope * n through the points' weighted centre."""
+    mean_n, mean_y = _centre(points)
+    return mean_y - slope * mean_n, slope
+
+
+def fit_line(points: dict[int, tuple[int, float]]) -> tuple[float, float]:
+    """Least squares a + b * n through (n, mean) points weighted by their counts."""
+    mean_n, mean_y = _centre(points)
     var = sum(c * (n - mean_n) ** 2 for n, (c, _) in points.items())
     if var <= 0:
-        return mean_y - mean_n * ITEM_MS / 1000, ITEM_MS / 1000
+        return line_through(points, ITEM_MS / 1000)
     slope = sum(c * (n - mean_n) * (y - mean_y) for n, (c, y) in points.items()) / var
     return mean_y - slope * mean_n, slope
 
@@ -324,14 +336,10 @@ def load_times(stats: ModelStats, cal: Calibration) -> tuple[float, float]:
     points = {n: (c, ns / 1e9 / c) for n, (c, ns) in stats.batches.items() if c > 0}
     if not points:
         return cal.per_batch, cal.per_request
-    slope = cal.per_request + ITEM_MS / 1000
     if len([n for n, (c, _) in points.items() if c >= 5]) >= 3:
         per_batch, slope = fit_line(points)
     else:
-        total = sum(c for c, _ in points.values())
-        mean_n = sum(n * c for n, (c, _) in points.items()) / total
-        mean_y = sum(c * y for c, y in points.values()) / total
-        per_batch = mean_y - slope * mean_n
+        per_batch, slope = line_through(points, cal.per_request + ITEM_MS / 1000)
     return max(0.0, per_batch), max(0.0, slope - ITEM_MS / 1000)
 
 
