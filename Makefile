@@ -56,4 +56,4 @@ bench: setup cluster-build
 	$(PY) bench/fidelity.py
 
 demo: setup
-	$(PY) -m cli.main demo $(DEMO_ARGS)
+	$(PY) -m e2e.demo $(DEMO_ARGS)

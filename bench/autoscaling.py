@@ -29,7 +29,7 @@ from gpuserve.sim.workload import (  # noqa: E402
     workload_from_trace,
 )
 
-DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "azure-llm-conv-2023.csv"
+DEFAULT_TRACE = REPO / "traces" / "azure-llm-conv-2023.csv"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -11,7 +11,7 @@ from cli.errors import CLIError
 
 # Subcommand modules, each with register(subparsers); a module that is not present in
 # this build is skipped rather than breaking the whole CLI.
-_COMMANDS = ("cli.rendering", "cli.status", "cli.simulate", "cli.demo")
+_COMMANDS = ("cli.rendering", "cli.status", "cli.simulate")
 
 
 def build_parser() -> argparse.ArgumentParser:

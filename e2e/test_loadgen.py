@@ -35,11 +35,7 @@ from e2e.triton import TritonServer, triton_available, write_model
 from e2e.triton.process import free_loopback_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_TRACE = Path(
-    os.environ.get(
-        "GPUSERVE_TRACE", REPO_ROOT.parent / "shared" / "traces" / "azure-llm-conv-2023.csv"
-    )
-)
+AZURE_TRACE = REPO_ROOT / "traces" / "azure-llm-conv-2023.csv"
 HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 
 
@@ -95,9 +91,8 @@ def test_read_trace_sorts_rows_and_reports_bad_lines(tmp_path: Path) -> None:
         read_trace(bad_row, compress=0)
 
 
-@pytest.mark.skipif(not SHARED_TRACE.is_file(), reason="shared Azure trace not present")
 def test_reads_the_azure_conversation_trace() -> None:
-    arrivals = read_trace(SHARED_TRACE)
+    arrivals = read_trace(AZURE_TRACE)
     assert len(arrivals) == 19366
     assert arrivals[0].offset_s == 0.0 and (
         arrivals[0].context_tokens,
@@ -105,7 +100,7 @@ def test_reads_the_azure_conversation_trace() -> None:
     ) == (374, 44)
     # About one hour of arrivals; 10x compression makes it about six minutes.
     assert 3000 < arrivals[-1].offset_s < 4000
-    assert read_trace(SHARED_TRACE, compress=10)[-1].offset_s == pytest.approx(
+    assert read_trace(AZURE_TRACE, compress=10)[-1].offset_s == pytest.approx(
         arrivals[-1].offset_s / 10
     )
 

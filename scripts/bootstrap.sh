@@ -14,6 +14,10 @@ fi
 step "installing gpuserve and its dev dependencies (pip)"
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -m pip install -q -e '.[dev]'
+# The development harness (e2e/) is not part of the installed product; this virtualenv
+# sees it through the checkout, so `python -m e2e.demo` and the tests work from anywhere.
+site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+printf '%s\n' "$PWD" > "$site/gpuserve-checkout.pth"
 
 need_apt=()
 command -v prometheus >/dev/null 2>&1 || [ -x /usr/bin/prometheus ] || need_apt+=(prometheus)

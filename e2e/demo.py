@@ -1,4 +1,6 @@
-"""`gpuserve demo`: the whole product on this machine, under real load.
+"""`make demo` (`python -m e2e.demo`): the whole product on this machine, under real load.
+
+Part of the development harness, not of the installed product: it needs a checkout.
 
 Brings up the local control plane with simulated GPU pools, a real Prometheus and the
 local Triton runner (a real tritonserver per pod), starts the operator, applies the
@@ -25,13 +27,15 @@ from typing import Any
 
 import yaml
 
-from cli.errors import CLIError
-
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "azure-llm-conv-2023.csv"
+DEFAULT_TRACE = REPO / "traces" / "azure-llm-conv-2023.csv"
 SERVICES_FILE = REPO / "examples" / "demo" / "services.yaml"
 CLASSES_FILE = REPO / "examples" / "accelerator-classes.yaml"
 NAMESPACE = "gpuserve-demo"
+
+
+class DemoError(RuntimeError):
+    """A step of the demo failed; the message says which and what to do."""
 # Each service gets the trace at its own compression: together ~300 req/s on 2 cores.
 COMPRESSION = {"chat": 30.0, "embed": 15.0, "nightly": 8.0}
 
@@ -78,13 +82,13 @@ def local_cluster(started: float, keep: bool) -> Iterator[Path]:
     was_up = lifecycle.is_up(state)
     step("building or reusing the pinned control-plane binaries", started)
     if _cluster_cli("build", 3600).returncode != 0:
-        raise CLIError("building the control plane failed (see the output above)")
+        raise DemoError("building the control plane failed (see the output above)")
     if was_up:
         step("reusing the local cluster that is already up", started)
     else:
         step("starting etcd, kube-apiserver, controller-manager, scheduler and KWOK", started)
         if _cluster_cli("up", 300).returncode != 0:
-            raise CLIError("the local cluster did not start (see the output above)")
+            raise DemoError("the local cluster did not start (see the output above)")
     interrupted = False
     try:
         yield state.admin_kubeconfig
@@ -107,7 +111,7 @@ def _kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
         check=False,
     )
     if result.returncode != 0:
-        raise CLIError(f"kubectl {' '.join(args)}: {result.stderr.strip()}")
+        raise DemoError(f"kubectl {' '.join(args)}: {result.stderr.strip()}")
     return result.stdout
 
 
@@ -338,7 +342,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     trace = Path(args.trace)
     if not trace.is_file():
-        raise CLIError(f"trace file not found: {trace} (pass --trace)")
+        raise DemoError(f"trace file not found: {trace} (pass --trace)")
     services = _services()
     out_dir = Path(args.out)
     operator: subprocess.Popen[bytes] | None = None
@@ -437,7 +441,7 @@ def _wait_ready(
             check=False,
         )
         if result.returncode != 0:
-            raise CLIError(f"service {name} did not become Ready: {result.stderr.strip()}")
+            raise DemoError(f"service {name} did not become Ready: {result.stderr.strip()}")
     step(f"all {len(names)} services Ready (a real tritonserver behind every pod)", started)
 
 
@@ -474,9 +478,9 @@ def _drive(
     return results
 
 
-def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "demo", help="run gpuserve on a local cluster under real load", description=__doc__
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="make demo", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     p.add_argument("--trace", default=str(DEFAULT_TRACE), help="Azure-format trace CSV")
     p.add_argument(
@@ -497,4 +501,20 @@ def register(sub: Any) -> None:
         action="store_true",
         help="tear the local cluster down at the end (default: leave it up)",
     )
-    p.set_defaults(func=run)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return run(args)
+    except DemoError as exc:
+        print(f"make demo: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("make demo: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
