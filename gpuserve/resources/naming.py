@@ -6,6 +6,10 @@ import hashlib
 
 from gpuserve.api.models import GROUP
 
+# Resource names (plurals) of the two kinds, as the API server's URLs and RBAC rules spell them.
+SERVICES_PLURAL = "inferenceservices"
+CLASSES_PLURAL = "acceleratorclasses"
+
 LABEL_SERVICE = f"{GROUP}/service"
 LABEL_CLASS = f"{GROUP}/accelerator-class"
 LABEL_ROLE = f"{GROUP}/role"
