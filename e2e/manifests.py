@@ -27,22 +27,29 @@ def sleeper_service(
     *,
     classes: list[str],
     scaling: dict[str, Any] | None = None,
-    exec_time_ms: float = 40,
+    exec_time_ms: float | None = 40,
     per_item_ms: float = 2,
     slo: str = "150ms",
     batching: dict[str, Any] | None = None,
     triton: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """An InferenceService of the demo catalogue's sleeper model (see e2e/models)."""
+    """An InferenceService of the demo catalogue's sleeper model (see e2e/models).
+
+    ``exec_time_ms=None`` leaves out the model parameters (the model's own timing), for
+    tests that need the smallest valid spec rather than a given latency."""
+    model: dict[str, Any] = {
+        "name": "sleeper",
+        "storageUri": "demo://sleeper",
+        "format": "python",
+        "inputs": [{"name": "INPUT", "dataType": "FP32", "dims": [4]}],
+        "outputs": [{"name": "OUTPUT", "dataType": "FP32", "dims": [4]}],
+    }
+    if exec_time_ms is not None:
+        model["parameters"] = {
+            "exec_time_ms": f"{exec_time_ms:g}", "per_item_ms": f"{per_item_ms:g}"
+        }
     spec: dict[str, Any] = {
-        "model": {
-            "name": "sleeper",
-            "storageUri": "demo://sleeper",
-            "format": "python",
-            "inputs": [{"name": "INPUT", "dataType": "FP32", "dims": [4]}],
-            "outputs": [{"name": "OUTPUT", "dataType": "FP32", "dims": [4]}],
-            "parameters": {"exec_time_ms": f"{exec_time_ms:g}", "per_item_ms": f"{per_item_ms:g}"},
-        },
+        "model": model,
         "batching": batching or {"maxBatchSize": 8, "maxQueueDelay": "2ms"},
         "slo": {"latency": slo, "percentile": 95},
         "accelerators": {"classes": classes},

@@ -17,12 +17,12 @@ import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any
 
 import yaml
 
 from e2e.loadgen.endpoints import check_loopback
+from e2e.startstop import StartStop
 from e2e.triton.process import (
     LOOPBACK,
     free_loopback_port,
@@ -107,7 +107,7 @@ def targets_document(targets: Sequence[Mapping[str, Any]]) -> list[dict[str, Any
     return document
 
 
-class PrometheusServer:
+class PrometheusServer(StartStop):
     """A Prometheus process on 127.0.0.1 with a file_sd job for Triton targets.
 
     Args:
@@ -246,16 +246,8 @@ class PrometheusServer:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
 
-    def __enter__(self) -> PrometheusServer:
-        return self if self._proc is not None else self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def _running(self) -> bool:
+        return self._proc is not None
 
     def log_text(self) -> str:
         if self._final_log is not None and self.workdir is None:

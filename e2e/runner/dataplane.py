@@ -11,13 +11,13 @@ same port (a monitoring outage), the runner re-writing its targets into the new 
 from __future__ import annotations
 
 from pathlib import Path
-from types import TracebackType
 
 from e2e.prometheus import PrometheusServer
 from e2e.runner.runner import LocalRunner, RunnerSettings
+from e2e.startstop import StartStop
 
 
-class LocalDataPlane:
+class LocalDataPlane(StartStop):
     def __init__(
         self,
         kubeconfig: Path,
@@ -70,13 +70,3 @@ class LocalDataPlane:
         finally:
             self.stop_prometheus()
 
-    def __enter__(self) -> LocalDataPlane:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from e2e.runner import kubeapi
@@ -31,6 +30,7 @@ from e2e.runner.instance import PodInstance
 from e2e.runner.modelrepo import write_pod_repository
 from e2e.runner.podview import PodView
 from e2e.runner.targets import InstanceInfo, scrape_targets, serving_endpoints
+from e2e.startstop import StartStop
 from e2e.triton import find_triton
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class RunnerEvent:
     detail: str = ""
 
 
-class LocalRunner:
+class LocalRunner(StartStop):
     """Watches pods and runs their Tritons until ``stop()`` (or the ``with`` block) ends."""
 
     def __init__(
@@ -162,16 +162,6 @@ class LocalRunner:
         if self._own_workdir and self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
 
-    def __enter__(self) -> LocalRunner:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # ------------------------------------------------------------------ public views
     def instances(self) -> list[InstanceInfo]:

@@ -18,9 +18,9 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Literal
 
+from e2e.startstop import StartStop
 from e2e.triton.install import find_triton
 from e2e.triton.logs import error_lines
 from e2e.triton.process import (
@@ -55,7 +55,7 @@ class TritonModelError(RuntimeError):
         self.errors = errors
 
 
-class TritonServer:
+class TritonServer(StartStop):
     """A tritonserver process serving ``model_repository`` on loopback.
 
     Args:
@@ -223,16 +223,8 @@ class TritonServer:
                 self.log_path = None
         return self.exit_code
 
-    def __enter__(self) -> TritonServer:
-        return self if self._proc is not None else self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def _running(self) -> bool:
+        return self._proc is not None
 
     @property
     def running(self) -> bool:

@@ -13,8 +13,8 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
+from e2e.startstop import StartStop
 from e2e.triton.pbtxt import top_level_name
 from e2e.triton.repository import write_model
 from e2e.triton.server import TritonModelError, TritonServer, TritonStartError
@@ -153,7 +153,7 @@ def validate_model_config(
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-class ConfigValidator:
+class ConfigValidator(StartStop):
     """Validates many configs on one explicit-mode tritonserver (about 0.1 s per config
     instead of about 4 s for :func:`validate_model_config`, which starts a server each time).
 
@@ -169,7 +169,8 @@ class ConfigValidator:
         self._workdir: Path | None = None
         self._server: TritonServer | None = None
 
-    def __enter__(self) -> ConfigValidator:
+    def start(self) -> ConfigValidator:
+        """Starts the server on an empty temporary repository."""
         self._workdir = Path(tempfile.mkdtemp(prefix="gpuserve-validator-"))
         (self._workdir / "repo").mkdir()
         self._server = TritonServer(
@@ -180,19 +181,11 @@ class ConfigValidator:
         try:
             self._server.start(timeout=self.timeout)
         except BaseException:
-            self.close()
+            self.stop()
             raise
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
+    def stop(self) -> None:
         """Stops the server and removes the temporary repository."""
         if self._server is not None:
             self._server.stop()
