@@ -33,8 +33,8 @@ from e2e.loadgen import Limits, Target, percentile, run_constant_rate
 from e2e.manifests import LOCAL_CLASS, sleeper_service
 from e2e.operatorkit import install_crds
 from e2e.runner.stack import apply, harness_cluster, local_stack, scratch_namespace
-
-GROUP, VERSION, PLURAL = "gpuserve.io", "v1alpha1", "inferenceservices"
+from gpuserve.api.models import GROUP, VERSION
+from gpuserve.resources.naming import SERVICES_PLURAL
 
 
 def service(name: str, warm_pool: int) -> dict[str, Any]:
@@ -63,7 +63,7 @@ def trial(
 
     def status() -> dict[str, Any]:
         obj = custom.get_namespaced_custom_object(
-            GROUP, VERSION, ns, PLURAL, name, _request_timeout=10
+            GROUP, VERSION, ns, SERVICES_PLURAL, name, _request_timeout=10
         )
         return dict(obj.get("status") or {})
 

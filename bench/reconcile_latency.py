@@ -26,6 +26,8 @@ sys.path.insert(0, str(REPO))
 from e2e.cluster.testkit import ClusterHandle  # noqa: E402
 from e2e.invalid_cases import valid_service  # noqa: E402
 from e2e.operatorkit import OperatorProcess, install_classes, install_crds  # noqa: E402
+from gpuserve.api.models import GROUP, VERSION  # noqa: E402
+from gpuserve.resources.naming import SERVICES_PLURAL  # noqa: E402
 
 KINDS = 5  # ConfigMap, two Deployments (h100, l4), Service, PDB
 
@@ -69,7 +71,7 @@ def measure(handle: ClusterHandle, count: int) -> list[float]:
         body["spec"]["accelerators"] = {"classes": ["h100", "l4"]}
         start = time.perf_counter()
         objects.create_namespaced_custom_object(
-            "gpuserve.io", "v1alpha1", ns, "inferenceservices", body
+            GROUP, VERSION, ns, SERVICES_PLURAL, body
         )
         deadline = start + 30
         while _children(api, ns, f"svc-{i}") < KINDS:

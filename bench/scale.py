@@ -46,20 +46,20 @@ from kubernetes import client  # noqa: E402
 from kubernetes.client.exceptions import ApiException  # noqa: E402
 
 from e2e.cluster import lifecycle, procs, settings  # noqa: E402
-from e2e.cluster.testkit import ClusterHandle, wait_for  # noqa: E402
+from e2e.cluster.testkit import ClusterHandle, tolerating, wait_for  # noqa: E402
 from e2e.invalid_cases import valid_service  # noqa: E402
 from e2e.operatorkit import OperatorProcess, install_classes, install_crds  # noqa: E402
 from gpuserve.api.models import GROUP, VERSION  # noqa: E402
+from gpuserve.resources.naming import SERVICES_PLURAL  # noqa: E402
 
-PLURAL = "inferenceservices"
 NS_PREFIX = "gs-scale-"
 RECONCILE_TIMEOUT_S = 900.0
 # Resources only the operator writes in this benchmark (the bench creates services with
 # POST; the controller manager writes deployments/status, replicasets, endpointslices).
 OPERATOR_WRITES = {
     ("configmaps", "", "APPLY"), ("deployments", "", "APPLY"), ("services", "", "APPLY"),
-    ("poddisruptionbudgets", "", "APPLY"), ("inferenceservices", "status", "PATCH"),
-    ("inferenceservices", "", "PATCH"), ("pods", "", "PATCH"),
+    ("poddisruptionbudgets", "", "APPLY"), (SERVICES_PLURAL, "status", "PATCH"),
+    (SERVICES_PLURAL, "", "PATCH"), ("pods", "", "PATCH"),
 }
 MUTATING = {"POST", "PUT", "PATCH", "DELETE", "APPLY", "DELETECOLLECTION"}
 
@@ -202,7 +202,7 @@ def service_body(index: int, pods_every: int) -> dict[str, Any]:
 
 def reconciled_count(custom: client.CustomObjectsApi) -> tuple[int, int]:
     """(reconciled, total) over the benchmark's services (one cluster-wide list)."""
-    items = custom.list_cluster_custom_object(GROUP, VERSION, PLURAL,
+    items = custom.list_cluster_custom_object(GROUP, VERSION, SERVICES_PLURAL,
                                               label_selector="gpuserve.io/bench=scale")["items"]
     done = 0
     for obj in items:
@@ -250,12 +250,9 @@ def run(args: argparse.Namespace) -> int:
     install_classes(cluster)
     namespaces = [f"{NS_PREFIX}{i:03d}" for i in range(args.namespaces)]
     for ns in namespaces:
-        try:
+        with tolerating(409):
             core.create_namespace({"metadata": {"name": ns, "labels": {"gpuserve.io/bench":
                                                                       "scale"}}})
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
     # Pods would be refused until each namespace has its default service account.
     wait_for(lambda: all(core.list_namespaced_service_account(ns).items for ns in namespaces),
              120, "default service accounts")
@@ -279,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
         ns = namespaces[index % len(namespaces)]
         for attempt in range(5):
             try:
-                custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+                custom.create_namespaced_custom_object(GROUP, VERSION, ns, SERVICES_PLURAL, body)
                 return
             except ApiException as exc:
                 if exc.status == 409:

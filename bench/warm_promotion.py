@@ -41,8 +41,8 @@ from e2e.runner.stack import (
     local_stack,
     scratch_namespace,
 )
-
-GROUP, VERSION, PLURAL = "gpuserve.io", "v1alpha1", "inferenceservices"
+from gpuserve.api.models import GROUP, VERSION
+from gpuserve.resources.naming import SERVICES_PLURAL
 
 
 def service(name: str, warm_pool: int) -> dict[str, Any]:
@@ -124,13 +124,13 @@ def infer_ok(address: str) -> bool:
 def set_bounds(custom: Any, namespace: str, name: str, replicas: int) -> None:
     body = {"spec": {"scaling": {"minReplicas": replicas, "maxReplicas": replicas}}}
     custom.patch_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, name, body, _request_timeout=10
+        GROUP, VERSION, namespace, SERVICES_PLURAL, name, body, _request_timeout=10
     )
 
 
 def status(custom: Any, namespace: str, name: str) -> dict[str, Any]:
     obj = custom.get_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, name, _request_timeout=10
+        GROUP, VERSION, namespace, SERVICES_PLURAL, name, _request_timeout=10
     )
     return dict(obj.get("status") or {})
 

@@ -31,7 +31,7 @@ from kubernetes.client.exceptions import ApiException
 
 from e2e.cluster import components, lifecycle, pki, procs, settings
 from e2e.cluster.apiclient import admin_tls, get_status, insecure_tls
-from e2e.cluster.testkit import ClusterHandle
+from e2e.cluster.testkit import ClusterHandle, tolerating
 from e2e.invalid_cases import valid_service
 from e2e.operatorkit import WRITE_VERBS, write_counts
 from gpuserve.api.models import GROUP, VERSION, parse_inference_service
@@ -41,6 +41,7 @@ from gpuserve.resources.naming import (
     LABEL_ROLE,
     LABEL_SERVICE,
     ROLE_SERVING,
+    SERVICES_PLURAL,
     config_map_name,
     deployment_name,
     standby_deployment_name,
@@ -49,7 +50,6 @@ from gpuserve.resources.rendering import config_hash
 
 T = TypeVar("T")
 Obj = dict[str, Any]
-PLURAL = "inferenceservices"
 MANAGED = "app.kubernetes.io/managed-by=gpuserve"
 # The classes of examples/accelerator-classes.yaml (what install_classes puts in).
 EXAMPLE_CLASSES = ("h100", "a100-3g40gb", "a100-1g10gb", "l4")
@@ -230,14 +230,14 @@ class Api:
 
         def call() -> bool:
             try:
-                self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
-                                                            body)
+                self.custom.create_namespaced_custom_object(
+                    GROUP, VERSION, namespace, SERVICES_PLURAL, body)
             except ApiException as exc:
                 if exc.status != 409:
                     raise
                 try:
                     old = self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace,
-                                                                   PLURAL, name)
+                                                                   SERVICES_PLURAL, name)
                 except ApiException as gone:
                     if gone.status == 404:
                         return False  # deleted in between: create again
@@ -254,26 +254,23 @@ class Api:
 
     def patch_service(self, namespace: str, name: str, patch: Obj) -> None:
         retrying(lambda: self.custom.patch_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, name, patch), f"patch {name}")
+            GROUP, VERSION, namespace, SERVICES_PLURAL, name, patch), f"patch {name}")
 
     def delete_service(self, namespace: str, name: str) -> None:
         def call() -> None:
-            try:
-                self.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL,
-                                                            name)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
+            with tolerating(404):
+                self.custom.delete_namespaced_custom_object(
+                    GROUP, VERSION, namespace, SERVICES_PLURAL, name)
 
         retrying(call, f"delete {name}")
 
     def services(self, namespace: str | None = None) -> list[Obj]:
         def call() -> list[Obj]:
             if namespace is None:
-                out = self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)
+                out = self.custom.list_cluster_custom_object(GROUP, VERSION, SERVICES_PLURAL)
             else:
                 out = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace,
-                                                                PLURAL)
+                                                                SERVICES_PLURAL)
             return list(out["items"])
 
         return retrying(call, "list services")

@@ -12,6 +12,8 @@ import urllib.request
 from pathlib import Path
 
 from e2e.cluster.testkit import ClusterHandle, wait_for
+from gpuserve.api.models import GROUP
+from gpuserve.resources.naming import CLASSES_PLURAL, SERVICES_PLURAL
 
 REPO = Path(__file__).resolve().parents[1]
 CRDS = REPO / "crds"
@@ -33,8 +35,8 @@ def install_crds(cluster: ClusterHandle) -> None:
         out = cluster.kubectl(
             "get",
             "crd",
-            "inferenceservices.gpuserve.io",
-            "acceleratorclasses.gpuserve.io",
+            f"{SERVICES_PLURAL}.{GROUP}",
+            f"{CLASSES_PLURAL}.{GROUP}",
             "-o",
             "jsonpath={.items[*].status.conditions[?(@.type=='Established')].status}",
             check=False,

@@ -29,10 +29,11 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from e2e.chaoskit import record, unexpected_tracebacks, writes_by_resource
-from e2e.cluster.testkit import ClusterHandle, wait_for
+from e2e.cluster.testkit import ClusterHandle, tolerating, wait_for
 from e2e.invalid_cases import valid_class, valid_service
 from e2e.operatorkit import OperatorProcess, install_classes, install_crds, settle
 from gpuserve.api.models import GROUP, VERSION
+from gpuserve.resources.naming import CLASSES_PLURAL, SERVICES_PLURAL
 
 pytestmark = pytest.mark.cluster
 
@@ -248,7 +249,7 @@ def _message(exc: ApiException) -> str:
 def submit(custom: client.CustomObjectsApi, namespace: str | None, body: Obj,
            tally: Tally, muts: list[Mutation]) -> None:
     tally.tried += 1
-    plural = "inferenceservices" if namespace else "acceleratorclasses"
+    plural = SERVICES_PLURAL if namespace else CLASSES_PLURAL
     try:
         if namespace:
             custom.create_namespaced_custom_object(GROUP, VERSION, namespace, plural, body,
@@ -295,9 +296,9 @@ def verdicts(custom: client.CustomObjectsApi, tally: Tally) -> dict[str, str]:
         try:
             if namespace:
                 obj = custom.get_namespaced_custom_object(GROUP, VERSION, namespace,
-                                                          "inferenceservices", name)
+                                                          SERVICES_PLURAL, name)
             else:
-                obj = custom.get_cluster_custom_object(GROUP, VERSION, "acceleratorclasses",
+                obj = custom.get_cluster_custom_object(GROUP, VERSION, CLASSES_PLURAL,
                                                        name)
         except ApiException as exc:
             missing[name] = f"cannot read it back: {exc.status}"
@@ -335,24 +336,21 @@ def _drain_services(custom: client.CustomObjectsApi, namespace: str) -> None:
     """Deletes the namespace's services while the operator runs, so their deletion is
     part of what the suite watches the operator survive."""
     items = custom.list_namespaced_custom_object(GROUP, VERSION, namespace,
-                                                 "inferenceservices")["items"]
+                                                 SERVICES_PLURAL)["items"]
     for obj in items:
-        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "inferenceservices",
+        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, SERVICES_PLURAL,
                                                obj["metadata"]["name"])
     wait_for(lambda: not custom.list_namespaced_custom_object(
-        GROUP, VERSION, namespace, "inferenceservices")["items"], 90, "fuzzed services gone")
+        GROUP, VERSION, namespace, SERVICES_PLURAL)["items"], 90, "fuzzed services gone")
 
 
 def _delete_classes(custom: client.CustomObjectsApi, names: list[str]) -> None:
     for name in names:
-        try:
-            custom.delete_cluster_custom_object(GROUP, VERSION, "acceleratorclasses", name)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        with tolerating(404):
+            custom.delete_cluster_custom_object(GROUP, VERSION, CLASSES_PLURAL, name)
 
     def gone() -> bool:
-        items = custom.list_cluster_custom_object(GROUP, VERSION, "acceleratorclasses")["items"]
+        items = custom.list_cluster_custom_object(GROUP, VERSION, CLASSES_PLURAL)["items"]
         return not {o["metadata"]["name"] for o in items} & set(names)
 
     wait_for(gone, 90, "fuzzed AcceleratorClasses gone")
@@ -470,7 +468,7 @@ def test_fuzz_found_input_is_rejected_or_stalled(
     name = body["metadata"]["name"]
     log_start = len(operator.log_text())
     try:
-        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "inferenceservices",
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, SERVICES_PLURAL,
                                                body, field_validation="Strict")
     except ApiException as exc:
         assert exc.status == 422 and FIELD_IN_MESSAGE.search(_message(exc)), _message(exc)
@@ -478,7 +476,7 @@ def test_fuzz_found_input_is_rejected_or_stalled(
     try:
         def verdict() -> Obj | None:
             obj = custom.get_namespaced_custom_object(GROUP, VERSION, namespace,
-                                                      "inferenceservices", name)
+                                                      SERVICES_PLURAL, name)
             return obj if reconciled(obj) is None else None
 
         obj = wait_for(verdict, 30, f"a status verdict on {case}")

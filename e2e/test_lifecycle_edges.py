@@ -24,13 +24,20 @@ from e2e.cluster.testkit import ClusterHandle, KubectlError, wait_for
 from e2e.invalid_cases import valid_service
 from e2e.operatorkit import CRDS, OperatorProcess, install_classes, install_crds, settle
 from gpuserve.api.models import GROUP, VERSION
-from gpuserve.resources.naming import LABEL_CLASS, LABEL_ROLE, LABEL_SERVICE, ROLE_SERVING
+from gpuserve.resources.naming import (
+    CLASSES_PLURAL,
+    LABEL_CLASS,
+    LABEL_ROLE,
+    LABEL_SERVICE,
+    ROLE_SERVING,
+    SERVICES_PLURAL,
+)
 
 pytestmark = pytest.mark.cluster
 
 Obj = dict[str, Any]
 GONE_TIMEOUT_S = 60.0
-CRD_NAMES = ("inferenceservices.gpuserve.io", "acceleratorclasses.gpuserve.io")
+CRD_NAMES = (f"{SERVICES_PLURAL}.{GROUP}", f"{CLASSES_PLURAL}.{GROUP}")
 
 
 def reinstall_crds(cluster: ClusterHandle) -> None:
@@ -71,8 +78,8 @@ def ns(cluster: ClusterHandle, namespace: str, operator: OperatorProcess) -> Ite
     yield namespace
     if not operator.alive():
         operator.start()
-    cluster.kubectl("delete", "inferenceservices", "--all", "-n", namespace, "--wait=false")
-    wait_for(lambda: not get_json(cluster, "inferenceservices", "-n", namespace)["items"],
+    cluster.kubectl("delete", SERVICES_PLURAL, "--all", "-n", namespace, "--wait=false")
+    wait_for(lambda: not get_json(cluster, SERVICES_PLURAL, "-n", namespace)["items"],
              60, f"services of {namespace} deleted")
 
 
@@ -111,7 +118,7 @@ def release_finalizers(cluster: ClusterHandle, namespace: str | None = None) -> 
     would put one back), so a failed case does not leave a namespace or CRD terminating
     for the rest of the session."""
     scope = ["-n", namespace] if namespace else ["-A"]
-    for plural in ("inferenceservices", "acceleratorclasses"):
+    for plural in (SERVICES_PLURAL, CLASSES_PLURAL):
         out = cluster.kubectl("get", f"{plural}.{GROUP}", *scope, "-o", "json", check=False)
         if out.returncode != 0:
             continue
@@ -238,9 +245,9 @@ def test_uninstalling_the_operator_first_then_services_then_crds(
     then go at once."""
     _populate(cluster, own_namespace)
     operator.stop()
-    cluster.kubectl("delete", "inferenceservices", "--all", "-n", own_namespace,
+    cluster.kubectl("delete", SERVICES_PLURAL, "--all", "-n", own_namespace,
                     "--wait=false")
-    wait_for(lambda: not get_json(cluster, "inferenceservices", "-n", own_namespace)["items"],
+    wait_for(lambda: not get_json(cluster, SERVICES_PLURAL, "-n", own_namespace)["items"],
              GONE_TIMEOUT_S, "services deleted with no operator running")
     _children_gone(cluster, own_namespace)
     took = _crd_gone(cluster, GONE_TIMEOUT_S)
@@ -370,7 +377,7 @@ def test_deleting_a_service_while_the_operator_is_down(
     def gone() -> bool:
         try:
             client.CustomObjectsApi(api.api_client).get_namespaced_custom_object(
-                GROUP, VERSION, namespace, "inferenceservices", "orphaned")
+                GROUP, VERSION, namespace, SERVICES_PLURAL, "orphaned")
         except ApiException as exc:
             return exc.status == 404
         return False

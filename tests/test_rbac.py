@@ -37,6 +37,8 @@ import pytest
 import yaml
 
 from cli.rendering import load_documents, split_manifests
+from gpuserve.api.models import API_VERSION, GROUP
+from gpuserve.resources.naming import CLASSES_PLURAL, SERVICES_PLURAL
 from gpuserve.resources.rendering import PoolPlan, RenderInput, render_children
 
 REPO = Path(__file__).resolve().parents[1]
@@ -116,7 +118,7 @@ KIND_RESOURCES = {
     ("policy/v1", "PodDisruptionBudget"): ("policy", "poddisruptionbudgets"),
     ("scheduling.k8s.io/v1", "PriorityClass"): ("scheduling.k8s.io", "priorityclasses"),
     ("keda.sh/v1alpha1", "ScaledObject"): ("keda.sh", "scaledobjects"),
-    ("gpuserve.io/v1alpha1", "InferenceService"): ("gpuserve.io", "inferenceservices"),
+    (API_VERSION, "InferenceService"): (GROUP, SERVICES_PLURAL),
     ("kopf.dev/v1", "ClusterKopfPeering"): ("kopf.dev", "clusterkopfpeerings"),
     ("kopf.dev/v1", "KopfPeering"): ("kopf.dev", "kopfpeerings"),
 }
@@ -528,8 +530,6 @@ def kopf_framework_needs(namespaced: bool, ha: bool) -> set[Need]:
 
 
 def operator_needs(namespaced: bool = False, ha: bool = False) -> set[Need]:
-    from gpuserve.api.models import GROUP
-
     modules = load_modules()
     kube = next(m for m in modules if m.name == "controllers.kube")
     scan = KubeScan(kube.tree, kube.path)
@@ -655,8 +655,8 @@ def test_derived_needs_cover_what_the_operator_is_known_to_do() -> None:
     # Spot checks that the derivation sees each mechanism (not a copy of the chart).
     assert ("", "pods", "patch") in needs  # role labels (kube.patch_pod_metadata)
     assert ("apps", "deployments", "create") in needs  # server-side apply of a new child
-    assert ("gpuserve.io", "inferenceservices/status", "patch") in needs
-    assert ("gpuserve.io", "acceleratorclasses", "patch") in needs  # legacy finalizer removal
+    assert (GROUP, f"{SERVICES_PLURAL}/status", "patch") in needs
+    assert (GROUP, CLASSES_PLURAL, "patch") in needs  # legacy finalizer removal
     assert ("scheduling.k8s.io", "priorityclasses", "get") in needs  # startup apply
     assert ("", "nodes", "watch") in needs
     assert EVENTS in needs

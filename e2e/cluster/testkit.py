@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -69,3 +70,16 @@ def wait_for(probe: Callable[[], T | None], timeout: float, what: str,
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(interval)
+
+
+@contextlib.contextmanager
+def tolerating(status: int) -> Iterator[None]:
+    """Swallows a Kubernetes API answer of ``status`` (409 to a create, 404 to a delete:
+    what the call wanted is already so, e.g. after a retry)."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        yield
+    except ApiException as exc:
+        if exc.status != status:
+            raise

@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpuserve.api.models import GROUP, VERSION
+from gpuserve.resources.naming import SERVICES_PLURAL
+
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
 REQUEST_TIMEOUT_S = 10.0
-GROUP, VERSION, PLURAL = "gpuserve.io", "v1alpha1", "inferenceservices"
 
 
 def api_client(kubeconfig: Path, pool_size: int = 8) -> ApiClient:
@@ -41,7 +43,7 @@ def storage_uri(api: ApiClient, namespace: str, service: str) -> str:
     from kubernetes import client
 
     obj: Any = client.CustomObjectsApi(api).get_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, service, _request_timeout=REQUEST_TIMEOUT_S
+        GROUP, VERSION, namespace, SERVICES_PLURAL, service, _request_timeout=REQUEST_TIMEOUT_S
     )
     return str(obj["spec"]["model"]["storageUri"])
 

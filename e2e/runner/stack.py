@@ -17,6 +17,7 @@ from e2e.cluster.testkit import ClusterHandle
 from e2e.operatorkit import OperatorProcess, install_classes, install_crds
 from e2e.runner.dataplane import LocalDataPlane
 from e2e.runner.runner import RunnerSettings
+from gpuserve.resources.naming import SERVICES_PLURAL
 
 EXTERNAL_READINESS = "gpuserve.io/readiness=external"
 
@@ -62,7 +63,7 @@ def local_stack(
             for namespace in sorted(namespaces or ()):
                 cluster.kubectl(
                     "delete",
-                    "inferenceservices",
+                    SERVICES_PLURAL,
                     "--all",
                     "-n",
                     namespace,
