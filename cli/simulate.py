@@ -101,7 +101,10 @@ def run(args: argparse.Namespace) -> int:
     service = services[0]
     times = _times(docs)
     spec = service.spec
-    config = sim_config_from_spec(spec=spec, classes=classes, times=times, seed=args.seed)
+    try:
+        config = sim_config_from_spec(spec=spec, classes=classes, times=times, seed=args.seed)
+    except ValueError as exc:
+        raise SimulateError(f"InferenceService {service.metadata.name}: {exc}") from exc
     policy = policy_config_from_spec(spec, classes)
     if times is not None:
         policy = replace(

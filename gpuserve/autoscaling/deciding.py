@@ -11,9 +11,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpuserve.autoscaling.allocating import allocate
 from gpuserve.autoscaling.capacity import CapacityEstimate, replica_capacity
 from gpuserve.autoscaling.config import PolicyConfig
-from gpuserve.autoscaling.decision import ClassAction, Decision, Mode, PolicyMemory
+from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory
 from gpuserve.autoscaling.metrics import MetricHistory, MetricSample, latest_of, mean_of
 from gpuserve.autoscaling.pools import PoolState
 
@@ -413,35 +414,6 @@ def _scale_down_limit(config: PolicyConfig, committed: int) -> int:
 # --------------------------------------------------------------------------- actions
 
 
-def _allocate(pools: PoolState, delta: int) -> tuple[tuple[ClassAction, ...], int]:
-    """Turn a change in pod count into per-class actions; returns (actions, unplaced)."""
-    actions = {p.name: ClassAction(p.name) for p in pools.classes}
-    if delta > 0:
-        left = delta
-        for pool in pools.classes:  # warm pods first, most preferred class first
-            take = min(left, pool.warm_ready)
-            if take:
-                actions[pool.name] = ClassAction(pool.name, promote_warm=take)
-                left -= take
-        for pool in pools.classes:
-            room = pool.free_capacity if pool.free_capacity is not None else left
-            take = min(left, max(0, room))
-            if take:
-                prev = actions[pool.name]
-                actions[pool.name] = ClassAction(pool.name, prev.promote_warm, take, 0)
-                left -= take
-        unplaced = left
-    else:
-        left = -delta
-        for pool in reversed(pools.classes):  # least preferred class leaves first
-            take = min(left, pool.committed)
-            if take:
-                actions[pool.name] = ClassAction(pool.name, remove=take)
-                left -= take
-        unplaced = 0
-    return tuple(a for a in actions.values() if a.delta or a.remove), unplaced
-
-
 def _finish(
     *,
     config: PolicyConfig,
@@ -455,7 +427,7 @@ def _finish(
     signals: dict[str, float],
 ) -> Decision:
     committed = pools.committed
-    actions, unplaced = _allocate(pools, target - committed)
+    actions, unplaced = allocate(pools, target)
     desired = committed + sum(a.delta for a in actions)
     if unplaced:
         reason += f"; {unplaced} pods could not be placed (no free capacity in any class)"
@@ -493,7 +465,7 @@ def _hold(
     reason = f"holding at {committed}: {why}"
     if target != committed:
         reason += f"; moving to {target} to respect min/max replicas"
-    actions, unplaced = _allocate(pools, target - committed)
+    actions, unplaced = allocate(pools, target)
     if unplaced:
         reason += f"; {unplaced} pods could not be placed"
     desired = committed + sum(a.delta for a in actions)

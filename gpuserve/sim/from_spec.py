@@ -189,20 +189,28 @@ def sim_config_from_spec(
     balancing: Balancing = "random",
     scrape_interval: float = 5.0,
     seed: int = 1,
+    capacity: Mapping[str, int] | None = None,
 ) -> SimConfig:
-    """Classes named by the spec but not defined get speed 1.0 and cost 1.0 per hour."""
+    """``capacity``: most pods of each class the cluster holds for the service (None or a
+    missing class: unbounded). Every class the spec names must be in ``classes``."""
+    missing = [name for name in spec.accelerators.classes if name not in classes]
+    if missing:
+        raise ValueError(
+            f"accelerators.classes: AcceleratorClass {', '.join(map(repr, missing))} not given "
+            "(pass the AcceleratorClass documents the service names)"
+        )
     times = times or default_times(spec)
     factor = times.factor_for(spec.precision)
     pools = []
     for name in spec.accelerators.classes:
-        accel = classes.get(name)
+        accel = classes[name]
         measured = times.classes.get(name) or ClassTimes()
         pools.append(
             AcceleratorPool(
                 name=name,
-                speed=accel.relative_speed if accel else 1.0,
-                cost_per_hour=(accel.cost_per_hour if accel else 1.0)
-                * spec.accelerators.gpus_per_pod,
+                speed=accel.relative_speed,
+                cost_per_hour=accel.cost_per_hour * spec.accelerators.gpus_per_pod,
+                capacity=(capacity or {}).get(name),
                 cold_start=times.cold_start,
                 warm_start=times.warm_start,
                 per_batch=None if measured.per_batch is None else measured.per_batch * factor,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from gpuserve.autoscaling.allocating import allocate
 from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.deciding import decide
 from gpuserve.autoscaling.decision import ClassAction, Decision, PolicyMemory
@@ -46,25 +47,11 @@ class Scaler(Protocol):
 
 
 def resize_to(pools: PoolState, target: int, *, reason: str, instant: bool = False) -> ScaleOrder:
-    """A Deployment-style resize: new pods in preference order (free capacity permitting),
-    removals from the least preferred class. No warm pool: peers keep none."""
-    delta = target - pools.committed
-    actions: list[ClassAction] = []
-    if delta > 0:
-        for pool in pools.classes:
-            room = pool.free_capacity if pool.free_capacity is not None else delta
-            take = min(delta, max(0, room))
-            if take:
-                actions.append(ClassAction(pool.name, start=take))
-                delta -= take
-    elif delta < 0:
-        left = -delta
-        for pool in reversed(pools.classes):
-            take = min(left, pool.committed)
-            if take:
-                actions.append(ClassAction(pool.name, remove=take))
-                left -= take
-    return ScaleOrder(tuple(actions), reason, instant)
+    """A Deployment-style resize with the operator's placement rule (new pods in preference
+    order within free capacity, removals from the least preferred class). No warm pool:
+    peers keep none."""
+    actions, _ = allocate(pools, target, use_warm=False)
+    return ScaleOrder(actions, reason, instant)
 
 
 @dataclass

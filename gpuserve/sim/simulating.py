@@ -40,7 +40,9 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
 
+from gpuserve.autoscaling.allocating import allocate
 from gpuserve.autoscaling.pools import ClassPool, PoolState
+from gpuserve.placement.planning import ClassCapacity, PoolNow, place
 from gpuserve.sim.config import SimConfig
 from gpuserve.sim.results import SimResult, TimelinePoint
 from gpuserve.sim.scalers import ScaleOrder, Scaler, ScalerView
@@ -51,6 +53,7 @@ _QUEUED, _RUNNING, _DONE, _REJECTED = 0, 1, 2, 3
 _SERVING, _WARM, _PROMOTING, _DRAINING, _DRAIN_TO_WARM, _GONE = range(6)
 _EV_DONE, _EV_TIMER, _EV_TIMEOUT, _EV_READY, _EV_PROMOTED, _EV_SCRAPE, _EV_EVAL, _EV_TICK = range(8)
 _EPS = 1e-12
+_UNBOUNDED = 10**9  # a class without a pod limit
 _IDLE_WAIT = 0.5  # Triton's batcher thread sleeps this long when its queue is empty
 
 
@@ -165,8 +168,10 @@ class Simulation:
 
     def run(self) -> SimResult:
         cfg = self.cfg
-        for _ in range(cfg.initial_replicas):
-            self._start_pod(0, _SERVING, 0.0, instant=True)
+        # Initial pods are placed by the same rule as later ones (preference order within
+        # each class's capacity), then the warm pool on what is left.
+        first, _ = allocate(self._pools(0.0), cfg.initial_replicas, use_warm=False)
+        self._apply(ScaleOrder(first, instant=True), 0.0)
         self._maintain_warm(0.0, instant=True)
         self._push(0.0, _EV_SCRAPE, None)
         self._push(0.0, _EV_TICK, None)
@@ -595,13 +600,26 @@ class Simulation:
         return sum(1 for p in self.pods if p.role in (_WARM, _DRAIN_TO_WARM))
 
     def _maintain_warm(self, now: float, *, instant: bool = False) -> None:
-        missing = self.cfg.warm_pool - self._warm_count()
-        for cls in range(len(self.cfg.classes)):
-            while missing > 0 and self._start_pod(cls, _WARM, now, instant=instant):
-                missing -= 1
-        if missing < 0:
-            for pod in [p for p in self.pods if p.role == _WARM and p.ready][:-missing]:
-                self._terminate(pod, now)
+        """Keep ``warm_pool`` warm pods as the operator sizes its standby Deployments:
+        placed in preference order on the capacity the service's other pods leave."""
+        classes = self.cfg.classes
+        order = [pool.name for pool in classes]
+        warm_now: dict[str, PoolNow] = {}
+        free: dict[str, ClassCapacity] = {}
+        for ci, pool in enumerate(classes):
+            warm = sum(1 for p in self.pods if p.cls == ci and p.role in (_WARM, _DRAIN_TO_WARM))
+            room = _UNBOUNDED if pool.capacity is None else pool.capacity - self._active(ci)
+            warm_now[pool.name] = PoolNow(scheduled=warm)
+            free[pool.name] = ClassCapacity(free=max(0, room), total=0)
+        plan = place(desired=self.cfg.warm_pool, order=order, now=warm_now, capacity=free)
+        for ci, pool in enumerate(classes):
+            change = plan.replicas[pool.name] - warm_now[pool.name].scheduled
+            for _ in range(change):
+                self._start_pod(ci, _WARM, now, instant=instant)
+            if change < 0:
+                ready = [p for p in self.pods if p.cls == ci and p.role == _WARM and p.ready]
+                for pod in ready[:-change]:
+                    self._terminate(pod, now)
 
     # ------------------------------------------------------------------ scaling
 

@@ -41,6 +41,10 @@ kind: AcceleratorClass
 metadata: {name: l4}
 spec: {gpuProduct: NVIDIA-L4, computeCapability: "8.9", relativeSpeed: 2.0, costPerHour: 0.8}
 ---
+kind: AcceleratorClass
+metadata: {name: t4}
+spec: {gpuProduct: Tesla-T4, computeCapability: "7.5", relativeSpeed: 1.0, costPerHour: 0.4}
+---
 kind: ServiceTimes
 timePerBatch: 120ms
 timePerItem: 240ms
@@ -57,10 +61,13 @@ def docs() -> list[dict[str, object]]:
 
 
 def test_spec_maps_to_the_simulated_batcher_pods_and_times() -> None:
-    svc_doc, class_doc, times_doc = docs()
+    svc_doc, l4_doc, t4_doc, times_doc = docs()
     spec = parse_inference_service(svc_doc).spec
-    classes = {"l4": parse_accelerator_class(class_doc).spec}
+    l4_class = parse_accelerator_class(l4_doc).spec
+    classes = {"l4": l4_class, "t4": parse_accelerator_class(t4_doc).spec}
     times = parse_service_time_model(times_doc)
+    with pytest.raises(ValueError, match=r"accelerators\.classes: AcceleratorClass 't4' not given"):
+        sim_config_from_spec(spec=spec, classes={"l4": l4_class}, times=times)
     config = sim_config_from_spec(spec=spec, classes=classes, times=times)
     b = config.batcher
     assert (b.max_batch_size, b.preferred_batch_sizes, b.max_queue_delay) == (8, (4, 8), 0.02)
