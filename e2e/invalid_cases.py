@@ -147,6 +147,8 @@ CASES: list[Case] = [
         "spec.precision",
         _both(_set("spec.model.format", "pytorch"), _set("spec.precision", "fp8")),
     ),
+    # Triton's python backend has no int8 path: the precision would be dropped silently.
+    Case("python-int8", "spec.precision", _set("spec.precision", "int8")),
     Case("unknown-precision", "spec.precision", _set("spec.precision", "fp64")),
     Case("unknown-format", "spec.model.format", _set("spec.model.format", "caffe")),
     Case("http-storage", "spec.model.storageUri", _set("spec.model.storageUri", "http://x/y")),
@@ -156,6 +158,18 @@ CASES: list[Case] = [
     Case("huge-batch", "spec.batching.maxBatchSize", _set("spec.batching.maxBatchSize", 5000)),
     Case(
         "bad-duration", "spec.batching.maxQueueDelay", _set("spec.batching.maxQueueDelay", "fast")
+    ),
+    # Values the schema's pattern rejects: no second error from a CEL rule's duration().
+    Case(
+        "delay-not-a-duration",
+        "spec.batching.maxQueueDelay",
+        _set("spec.batching.maxQueueDelay", "abc"),
+    ),
+    Case("latency-without-unit", "spec.slo.latency", _set("spec.slo.latency", "50")),
+    Case(
+        "queue-timeout-not-a-duration",
+        "spec.batching.queuePolicy.timeout",
+        _set("spec.batching.queuePolicy", {"timeout": "soon"}),
     ),
     Case("missing-slo-latency", "spec.slo.latency", _drop("spec.slo.latency")),
     Case("odd-percentile", "spec.slo.percentile", _set("spec.slo.percentile", 97)),
@@ -167,6 +181,13 @@ CASES: list[Case] = [
     ),
     Case("zero-gpus", "spec.accelerators.gpusPerPod", _set("spec.accelerators.gpusPerPod", 0)),
     Case("negative-warm-pool", "spec.scaling.warmPool", _set("spec.scaling.warmPool", -1)),
+    Case(
+        "warm-pool-above-max",
+        "spec.scaling.warmPool",
+        _both(_set("spec.scaling.warmPool", 5), _set("spec.scaling.maxReplicas", 2)),
+    ),
+    Case("upper-case-name", "metadata.name", _set("metadata.name", "Chat")),
+    Case("name-with-dot", "metadata.name", _set("metadata.name", "chat.v2")),
     Case("unknown-tier", "spec.tier", _set("spec.tier", "realtime")),
     Case(
         "unknown-timeout-action",

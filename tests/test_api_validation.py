@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import re
+from typing import get_args
+
 import pytest
 from pydantic import ValidationError
 
 from e2e.invalid_cases import CASES, Case, valid_class, valid_service
-from gpuserve.api.models import parse_accelerator_class, parse_inference_service
+from gpuserve.api.models import (
+    PRECISIONS_BY_FORMAT,
+    BatchingSpec,
+    Precision,
+    parse_accelerator_class,
+    parse_inference_service,
+    precision_message,
+)
 
 
 def _parse(case: Case) -> None:
@@ -36,3 +46,24 @@ def test_invalid_case_is_rejected_naming_the_field(case: Case) -> None:
     leaf = case.field.split(".")[-1].split("[")[0]
     text = str(info.value)
     assert leaf in text, f"{case.id}: error does not name {leaf}: {text}"
+
+
+@pytest.mark.parametrize("fmt", list(PRECISIONS_BY_FORMAT))
+def test_each_format_takes_exactly_the_precisions_of_the_table(fmt: str) -> None:
+    for precision in get_args(Precision):
+        body = valid_service()
+        body["spec"]["model"]["format"] = fmt
+        body["spec"]["precision"] = precision
+        if precision in PRECISIONS_BY_FORMAT[fmt].allowed:
+            assert parse_inference_service(body).spec.precision == precision
+        else:
+            with pytest.raises(ValidationError, match=re.escape(precision_message(fmt))):
+                parse_inference_service(body)
+
+
+def test_empty_preferred_batch_sizes_are_accepted_and_documented() -> None:
+    body = valid_service()
+    body["spec"]["batching"]["preferredBatchSizes"] = []
+    assert parse_inference_service(body).spec.batching.preferred_batch_sizes == []
+    described = BatchingSpec.model_fields["preferred_batch_sizes"].description or ""
+    assert "Empty" in described and "largest batch" in described

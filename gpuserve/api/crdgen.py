@@ -159,7 +159,12 @@ def _crd(
                             "properties": {
                                 "apiVersion": {"type": "string"},
                                 "kind": {"type": "string"},
-                                "metadata": {"type": "object"},
+                                # name declared so a rule's fieldPath may point at it
+                                # (the only metadata field a CRD schema may describe).
+                                "metadata": {
+                                    "type": "object",
+                                    "properties": {"name": {"type": "string"}},
+                                },
                                 "spec": spec_schema,
                                 "status": _status_schema(status_model),
                             },
@@ -177,6 +182,10 @@ def _ready_column() -> JSON:
         "type": "string",
         "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
     }
+
+
+def _wide(name: str, type_: str, json_path: str) -> JSON:
+    return {"name": name, "type": type_, "jsonPath": json_path, "priority": 1}
 
 
 def _age_column() -> JSON:
@@ -197,6 +206,8 @@ def inference_service_crd() -> JSON:
                 "rule": "size(self.metadata.name) <= 63 && "
                 f"self.metadata.name.matches('{SERVICE_NAME_PATTERN}')",
                 "message": SERVICE_NAME_MESSAGE,
+                # Without it the error of a rule at the root has no path (`<nil>:`).
+                "fieldPath": ".metadata.name",
             }
         ],
         description="A model served by NVIDIA Triton on GPUs, with its precision, batching "
@@ -206,9 +217,16 @@ def inference_service_crd() -> JSON:
             {"name": "Replicas", "type": "integer", "jsonPath": ".status.replicas"},
             {"name": "Warm", "type": "integer", "jsonPath": ".status.warmReplicas"},
             {"name": "GPU", "type": "string", "jsonPath": ".status.accelerators"},
-            {"name": "P95", "type": "number", "jsonPath": ".status.p95Ms"},
+            # kubectl prints a number column bare: the unit goes into the name.
+            {"name": "P95(ms)", "type": "number", "jsonPath": ".status.p95Ms"},
             {"name": "SLO", "type": "string", "jsonPath": ".spec.slo.latency"},
             _age_column(),
+            # priority 1: shown by `kubectl get -o wide` only.
+            _wide("Desired", "integer", ".status.desiredReplicas"),
+            _wide("WarmPool", "integer", ".spec.scaling.warmPool"),
+            _wide("Classes", "string", ".spec.accelerators.classes"),
+            _wide("Tier", "string", ".spec.tier"),
+            _wide("Decision", "string", ".status.lastDecision.reason"),
         ],
     )
 
@@ -230,6 +248,8 @@ def accelerator_class_crd() -> JSON:
             {"name": "Cost/h", "type": "number", "jsonPath": ".spec.costPerHour"},
             {"name": "Capacity", "type": "integer", "jsonPath": ".status.capacity"},
             _age_column(),
+            _wide("Nodes", "integer", ".status.nodes"),
+            _wide("Allocated", "integer", ".status.allocated"),
         ],
     )
 

@@ -9,7 +9,8 @@ same models, so a rule can never be enforced in one place and forgotten in the o
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Final, Literal
+from dataclasses import dataclass
+from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -42,21 +43,69 @@ DataType = Literal[
     "STRING",
 ]
 
-# Which precisions Triton can honour for each model format, and why the others cannot be.
-PRECISIONS_BY_FORMAT: dict[str, tuple[str, ...]] = {
-    # ONNX Runtime's TensorRT execution accelerator takes precision_mode FP32, FP16 or INT8.
-    "onnx": ("fp32", "fp16", "int8"),
-    # TF-TRT converts a SavedModel to FP32 or FP16 only.
-    "tensorflow": ("fp32", "fp16"),
-    # A TorchScript model runs at the precision it was exported in; Triton converts nothing
-    # and the libtorch backend has no int8/fp8 path.
-    "pytorch": ("fp32", "fp16", "bf16"),
-    # A TensorRT plan fixes its precision when it is built: every precision is possible,
-    # and whether the GPU supports it is checked against the AcceleratorClass.
-    "tensorrt": ("fp32", "fp16", "bf16", "int8", "fp8"),
-    # Python models are user code: they decide.
-    "python": ("fp32", "fp16", "bf16", "int8", "fp8"),
+
+@dataclass(frozen=True)
+class FormatPrecisions:
+    """The precisions a model format can be served at, and why the others cannot."""
+
+    allowed: tuple[str, ...]
+    why: str
+
+
+# The one table of which precision each format can honour. The pydantic validator and the
+# CRD's CEL rules (``precision_rules``) are both generated from it.
+PRECISIONS_BY_FORMAT: dict[str, FormatPrecisions] = {
+    # gpuserve compiles the precision into config.pbtxt for these two (TensorRT accelerator).
+    "onnx": FormatPrecisions(
+        ("fp32", "fp16", "int8"),
+        "ONNX Runtime's TensorRT accelerator takes precision_mode FP32, FP16 or INT8",
+    ),
+    "tensorflow": FormatPrecisions(
+        ("fp32", "fp16"), "TF-TRT converts a SavedModel to FP32 or FP16 only"
+    ),
+    # For the others the precision is fixed by the artifact or the code; gpuserve uses it to
+    # skip GPUs that cannot run it (bf16, fp8) and in the simulator.
+    "pytorch": FormatPrecisions(
+        ("fp32", "fp16", "bf16"),
+        "a TorchScript model runs at the precision it was exported in, and the libtorch "
+        "backend has no int8 or fp8 path",
+    ),
+    "tensorrt": FormatPrecisions(
+        ("fp32", "fp16", "bf16", "int8", "fp8"),
+        "a TensorRT plan fixes its precision when it is built",
+    ),
+    "python": FormatPrecisions(
+        ("fp32", "fp16", "bf16", "fp8"),
+        "the model's own code computes in the floating-point type it declares; int8 needs "
+        "a calibrated quantization that only TensorRT performs: use format onnx or tensorrt",
+    ),
 }
+
+
+def _or_list(items: tuple[str, ...]) -> str:
+    return ", ".join(items[:-1]) + f" or {items[-1]}" if len(items) > 1 else items[0]
+
+
+def precision_message(model_format: str) -> str:
+    """The rejection message for a precision ``model_format`` cannot honour."""
+    rule = PRECISIONS_BY_FORMAT[model_format]
+    return f"precision: {model_format} models run {_or_list(rule.allowed)} ({rule.why})"
+
+
+def precision_rules() -> list[JsonDict]:
+    """One CEL rule per format that does not take every precision, from the table."""
+    every = set(get_args(Precision))
+    return [
+        _cel(
+            f"self.model.format != '{fmt}' || self.precision in "
+            f"[{', '.join(repr(p) for p in rule.allowed)}]",
+            precision_message(fmt),
+            ".precision",
+        )
+        for fmt, rule in PRECISIONS_BY_FORMAT.items()
+        if set(rule.allowed) != every
+    ]
+
 
 # Minimum CUDA compute capability for the precisions that need tensor-core support.
 MIN_COMPUTE_CAPABILITY: dict[str, float] = {"bf16": 8.0, "fp8": 8.9}
@@ -73,6 +122,26 @@ def _cel(rule: str, message: str, field_path: str | None = None) -> JsonDict:
     if field_path:
         entry["fieldPath"] = field_path
     return entry
+
+
+def _unless_malformed(*duration_fields: str) -> str:
+    """CEL prefix that skips a rule while a duration field fails the schema's pattern: the
+    API server runs CEL rules even on values the schema rejected, and duration() would then
+    add a second error naming the wrong field."""
+    return "".join(f"!{f}.matches(r'{DURATION_PATTERN}') || " for f in duration_fields)
+
+
+DELAY_WITHIN_SLO_MESSAGE = (
+    "batching.maxQueueDelay: the batching delay must be shorter than the SLO latency"
+)
+TIMEOUT_COVERS_DELAY_MESSAGE = (
+    "batching.queuePolicy.timeout: a Reject timeout shorter than maxQueueDelay rejects "
+    "requests the batcher is still holding"
+)
+WARM_POOL_BOUND_MESSAGE = (
+    "warmPool: must be <= maxReplicas (a warm pod only ever replaces a serving one, so "
+    "standby pods beyond maxReplicas could never serve)"
+)
 
 
 class _Model(BaseModel):
@@ -244,7 +313,9 @@ class BatchingSpec(_Model):
     )
     preferred_batch_sizes: list[Annotated[int, Field(ge=1, le=4096)]] = Field(
         default_factory=list,
-        description="Batch sizes the dynamic batcher tries to form first; each <= maxBatchSize.",
+        description="Batch sizes the dynamic batcher tries to form first; each <= "
+        "maxBatchSize. Empty (the default): Triton forms the largest batch it can, up to "
+        "maxBatchSize, within maxQueueDelay.",
         max_length=16,
     )
     max_queue_delay: str = Field(
@@ -332,6 +403,7 @@ class ScalingSpec(_Model):
                     "minReplicas: must be <= maxReplicas",
                     ".minReplicas",
                 ),
+                _cel("self.warmPool <= self.maxReplicas", WARM_POOL_BOUND_MESSAGE, ".warmPool"),
                 _cel(
                     "self.engine != 'keda' || self.warmPool == 0",
                     "warmPool: warm pools need the builtin engine (KEDA scales one Deployment "
@@ -347,7 +419,8 @@ class ScalingSpec(_Model):
     warm_pool: int = Field(
         default=0,
         description="Standby pods kept started with the model loaded but out of the "
-        "Service; promoted to serving in seconds.",
+        "Service; promoted to serving in seconds. At most maxReplicas: a warm pod only "
+        "replaces a serving one.",
         ge=0,
         le=64,
     )
@@ -398,6 +471,8 @@ class ScalingSpec(_Model):
     def _bounds(self) -> ScalingSpec:
         if self.min_replicas > self.max_replicas:
             raise ValueError("minReplicas: must be <= maxReplicas")
+        if self.warm_pool > self.max_replicas:
+            raise ValueError(WARM_POOL_BOUND_MESSAGE)
         if self.engine == "keda" and self.warm_pool:
             raise ValueError(
                 "warmPool: warm pools need the builtin engine (KEDA scales one Deployment "
@@ -511,36 +586,22 @@ class InferenceServiceSpec(_Model):
         json_schema_extra={
             "x-kubernetes-validations": [
                 _cel(
-                    "duration(self.batching.maxQueueDelay) < duration(self.slo.latency)",
-                    "batching.maxQueueDelay: the batching delay must be shorter than the "
-                    "SLO latency",
+                    _unless_malformed("self.batching.maxQueueDelay", "self.slo.latency")
+                    + "duration(self.batching.maxQueueDelay) < duration(self.slo.latency)",
+                    DELAY_WITHIN_SLO_MESSAGE,
                     ".batching.maxQueueDelay",
                 ),
-                _cel(
-                    "self.model.format != 'onnx' || self.precision in ['fp32', 'fp16', 'int8']",
-                    "precision: onnx models run fp32, fp16 or int8 (ONNX Runtime's TensorRT "
-                    "accelerator has no bf16 or fp8 mode)",
-                    ".precision",
-                ),
-                _cel(
-                    "self.model.format != 'tensorflow' || self.precision in ['fp32', 'fp16']",
-                    "precision: tensorflow models run fp32 or fp16 (TF-TRT)",
-                    ".precision",
-                ),
-                _cel(
-                    "self.model.format != 'pytorch' || self.precision in ['fp32', 'fp16', 'bf16']",
-                    "precision: pytorch models run at the precision they were exported in "
-                    "(fp32, fp16 or bf16); Triton has no int8/fp8 path for libtorch",
-                    ".precision",
-                ),
+                *precision_rules(),
                 _cel(
                     "!has(self.batching.queuePolicy) || "
                     "!has(self.batching.queuePolicy.timeout) || "
                     "self.batching.queuePolicy.timeoutAction == 'Delay' || "
-                    "duration(self.batching.queuePolicy.timeout) >= "
+                    + _unless_malformed(
+                        "self.batching.queuePolicy.timeout", "self.batching.maxQueueDelay"
+                    )
+                    + "duration(self.batching.queuePolicy.timeout) >= "
                     "duration(self.batching.maxQueueDelay)",
-                    "batching.queuePolicy.timeout: a Reject timeout shorter than "
-                    "maxQueueDelay rejects requests the batcher is still holding",
+                    TIMEOUT_COVERS_DELAY_MESSAGE,
                     ".batching.queuePolicy.timeout",
                 ),
             ]
@@ -579,9 +640,7 @@ class InferenceServiceSpec(_Model):
     @model_validator(mode="after")
     def _cross_checks(self) -> InferenceServiceSpec:
         if parse_duration(self.batching.max_queue_delay) >= self.slo.latency_s:
-            raise ValueError(
-                "batching.maxQueueDelay: the batching delay must be shorter than the SLO latency"
-            )
+            raise ValueError(DELAY_WITHIN_SLO_MESSAGE)
         policy = self.batching.queue_policy
         if (
             policy is not None
@@ -589,16 +648,9 @@ class InferenceServiceSpec(_Model):
             and policy.timeout_action == "Reject"
             and parse_duration(policy.timeout) < parse_duration(self.batching.max_queue_delay)
         ):
-            raise ValueError(
-                "batching.queuePolicy.timeout: a Reject timeout shorter than maxQueueDelay "
-                "rejects requests the batcher is still holding"
-            )
-        allowed = PRECISIONS_BY_FORMAT[self.model.format]
-        if self.precision not in allowed:
-            raise ValueError(
-                f"precision: {self.model.format} models support {', '.join(allowed)}, "
-                f"not {self.precision}"
-            )
+            raise ValueError(TIMEOUT_COVERS_DELAY_MESSAGE)
+        if self.precision not in PRECISIONS_BY_FORMAT[self.model.format].allowed:
+            raise ValueError(precision_message(self.model.format))
         return self
 
 
