@@ -138,7 +138,9 @@ def patch_pod_metadata(
     ReplicaSet may delete it between the index snapshot and this call)."""
     body = {"metadata": {"labels": labels, "annotations": annotations}}
     try:
-        client.CoreV1Api(api_client()).patch_namespaced_pod(name, namespace, body)
+        client.CoreV1Api(api_client()).patch_namespaced_pod(
+            name, namespace, body, field_manager=FIELD_MANAGER
+        )
     except ApiException as exc:
         if _target_gone(exc):
             return False
@@ -157,10 +159,16 @@ def patch_status(
     api = client.CustomObjectsApi(api_client())
     body = {"status": changed}
     try:
+        # Without a field manager the client's User-Agent (OpenAPI-Generator/...) would
+        # own these fields in managedFields.
         if namespace:
-            api.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, plural, name, body)
+            api.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, plural, name, body, field_manager=FIELD_MANAGER
+            )
         else:
-            api.patch_cluster_custom_object_status(GROUP, VERSION, plural, name, body)
+            api.patch_cluster_custom_object_status(
+                GROUP, VERSION, plural, name, body, field_manager=FIELD_MANAGER
+            )
     except ApiException as exc:
         if _target_gone(exc):  # gone meanwhile
             return False

@@ -330,6 +330,18 @@ def cleanup_services(cluster: ClusterHandle, namespace: str) -> None:
         )
 
 
+def managers(
+    cluster: ClusterHandle, kind: str, name: str, namespace: str, subresource: str = ""
+) -> set[str]:
+    """Field managers of an object's managedFields (of one subresource, if given)."""
+    obj = get_json(cluster, kind, name, "-n", namespace, "--show-managed-fields")
+    return {
+        entry["manager"]
+        for entry in obj["metadata"].get("managedFields", [])
+        if not subresource or entry.get("subresource") == subresource
+    }
+
+
 def wait_ready(cluster: ClusterHandle, name: str, namespace: str, timeout: float = 90.0) -> Any:
     def ready() -> Any:
         obj = get_json(cluster, "inferenceservice", name, "-n", namespace)
@@ -683,6 +695,19 @@ def test_operator_as_chart_service_account_reconciles(
             p["metadata"]["labels"].get("team") == "ml" for p in pods["items"]
         ), "podLabels did not reach the Triton pods"
         assert obj["status"]["replicas"] >= 1
+        # Status and the pods' role labels are written under gpuserve's own field manager
+        # (not the client library's User-Agent, OpenAPI-Generator).
+        status_managers = managers(cluster, "inferenceservice", "chat", namespace, "status")
+        assert "gpuserve-operator" in status_managers, status_managers
+        pod_managers = {
+            m
+            for p in pods["items"]
+            for m in managers(cluster, "pod", p["metadata"]["name"], namespace)
+        }
+        assert not any(m.startswith("OpenAPI-Generator") for m in status_managers | pod_managers), (
+            status_managers,
+            pod_managers,
+        )
         # PriorityClasses come from the startup handler (cluster-scoped create through apply).
         cluster.kubectl("get", "priorityclass", "gpuserve-interactive")
     finally:
