@@ -12,7 +12,6 @@ replays a run (the seed is printed). Figures go to $GPUSERVE_RELIABILITY_LOG whe
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import random
@@ -30,7 +29,7 @@ from kubernetes.client.exceptions import ApiException
 
 from e2e.chaoskit import record, unexpected_tracebacks, writes_by_resource
 from e2e.cluster.testkit import ClusterHandle, tolerating, wait_for
-from e2e.invalid_cases import valid_class, valid_service
+from e2e.fuzz_fields import CLASS, SERVICE, base_body, fuzz_table, mutate
 from e2e.operatorkit import OperatorProcess, install_classes, install_crds, settle
 from gpuserve.api.models import GROUP, VERSION
 from gpuserve.resources.naming import CLASSES_PLURAL, SERVICES_PLURAL
@@ -84,123 +83,10 @@ odd_values = st.one_of(
     st.dictionaries(st.text(max_size=12), scalars, max_size=4),
 )
 
-# Paths of the valid bodies; [n] indexes a list. Values near the valid ones per field, on
-# top of the generic odd values.
-SERVICE_PATHS: dict[str, list[Any]] = {
-    "spec": [None, "spec", [], {}],
-    "spec.model": [{}, {"name": "m"}],
-    "spec.model.name": ["sleeper.v2", "-x", "a/b", "x" * 63, "x" * 64],
-    "spec.model.storageUri": ["s3://b/p", "pvc://claim", "pvc://claim/p", "http://x", "demo://"],
-    "spec.model.format": ["onnx", "tensorrt", "pytorch", "tensorflow", "caffe", "ONNX"],
-    "spec.model.version": [0, 1, -1, 2**31],
-    "spec.model.storageSecretRef": [{"name": "creds"}, {"name": ""}, {}, "creds"],
-    "spec.model.inputs": [[], [{"name": "x", "dataType": "FP32", "dims": [1]}] * 33],
-    "spec.model.inputs[0].dims": [[], [0], [-1], [-2], [1] * 9, [2**40]],
-    "spec.model.inputs[0].dataType": ["FP32", "fp32", "FP128", "STRING"],
-    "spec.model.inputs[0].name": ["", "x" * 129],
-    "spec.model.outputs": [[]],
-    "spec.model.parameters": [{"k": "v"}, {"k": 1}, {f"k{i}": "v" for i in range(65)}],
-    "spec.precision": ["fp16", "bf16", "int8", "fp8", "fp64", "FP16"],
-    "spec.batching": [{}, None],
-    "spec.batching.maxBatchSize": [0, 1, 4096, 4097, -1],
-    "spec.batching.preferredBatchSizes": [[], [0], [8, 8], [9], list(range(1, 18))],
-    "spec.batching.maxQueueDelay": ["0ms", "49ms", "50ms", "100us", "1m", "1.5ms"],
-    "spec.batching.priorityLevels": [0, 1, 16, 17],
-    "spec.batching.defaultPriorityLevel": [0, 1, 2, 17],
-    "spec.batching.queuePolicy": [{}, {"timeout": "1ms"}, {"timeoutAction": "Delay"}],
-    "spec.batching.queuePolicy.maxQueueSize": [0, 1_000_000, 1_000_001],
-    "spec.slo": [{}, {"latency": "1s"}],
-    "spec.slo.latency": ["1us", "3ms", "1h", "0ms"],
-    "spec.slo.percentile": [50, 90, 95, 99, 99.9, 100, "95"],
-    "spec.accelerators.classes": [[], ["l4"], ["ghost"], ["h100", "h100"], ["a100-1g10gb"],
-                                  ["a100-3g40gb", "l4", "h100", "a100-1g10gb"], ["x" * 64]],
-    "spec.accelerators.gpusPerPod": [0, 1, 2, 8, 9],
-    "spec.scaling": [{}, {"minReplicas": 1}],
-    "spec.scaling.minReplicas": [0, 1, 2, 1000, 1001],
-    "spec.scaling.maxReplicas": [0, 1, 1000, 1001],
-    "spec.scaling.warmPool": [0, 1, 64, 65],
-    "spec.scaling.engine": ["builtin", "keda", "hpa"],
-    "spec.scaling.mode": ["active", "advisory", "passive"],
-    "spec.scaling.targetQueueDepth": [0, 1, 100_000, 100_001],
-    "spec.scaling.planningPercentile": [49.9, 50, 99.99, 100, "p99"],
-    "spec.scaling.scaleDownStabilization": ["0s", "10m", "forever"],
-    "spec.tier": ["interactive", "batch", "realtime"],
-    "spec.triton": [{}, None],
-    "spec.triton.image": ["", "img", "x" * 513, "registry:5000/img@sha256:abc"],
-    "spec.triton.args": [["--log-verbose=1"], ["a"] * 33, [""]],
-    "spec.triton.resources.cpu": ["500m", "2", "0.5", "lots", "-1", "1Ki"],
-    "spec.triton.resources.memory": ["8Gi", "1e3", "lots", "8GB"],
-    "spec.triton.responseCache": [True, "yes"],
-    "spec.triton.responseCacheSize": ["1Gi", "1GB", "0"],
-    "spec.triton.instanceCount": [0, 1, 16, 17],
-    "spec.triton.exitTimeoutSeconds": [0, 1, 3600, 3601],
-    "spec.triton.pod.tolerations": [[{"key": "a", "operator": "Exists"}],
-                                    [{"key": "a", "tolerationSeconds": 5}],
-                                    [{"operator": "Equal", "value": "v"}]],
-    "spec.triton.pod.nodeSelector": [{"zone": "a"}, {"bad key!": "v"}, {"k": "bad value!"}],
-    "spec.triton.pod.serviceAccountName": ["sa", "Bad_SA", ""],
-    "spec.triton.pod.imagePullSecrets": [[{"name": "pull"}], [{}], [{"name": ""}]],
-    "metadata.labels": [{"a": "b"}, {"bad key!": "v"}],
-}
-CLASS_PATHS: dict[str, list[Any]] = {
-    "spec": [None, {}, "spec"],
-    "spec.gpuProduct": ["NVIDIA-L4", "", "bad product", "x" * 64],
-    "spec.mig": [{}, {"profile": "1g.10gb"}, {"profile": "1g.10gb", "strategy": "single"},
-                 {"profile": "8g.80gb"}, {"profile": "3g.40gb+me"}],
-    "spec.resourceName": ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "gpu", "a/b/c"],
-    "spec.nodeLabels": [{"zone": "a"}, {"bad key!": "v"}],
-    "spec.computeCapability": ["8.0", "10.0", "8", "eight", "9.0.1"],
-    "spec.memoryGiB": [0, 1, 1024, 1025],
-    "spec.relativeSpeed": [0, 0.001, 100, 100.5, -1],
-    "spec.costPerHour": [0, -0.01, 10_000, 10_001],
-}
 # Object names: the API server takes any DNS subdomain (dots, 253 characters, a leading
 # digit) for a custom resource, but a Service (child) needs a DNS label starting with a letter.
 ODD_NAMES = ["my.model", "9lives", "x" * 52, "x" * 63, "x" * 64, "a" * 253, "UPPER",
              "-dash", "under_score", "ok"]
-
-_PATH_PART = re.compile(r"([^.\[\]]+)(?:\[(\d+)\])?")
-
-
-def _parts(path: str) -> list[str | int]:
-    parts: list[str | int] = []
-    for name, index in _PATH_PART.findall(path):
-        parts.append(name)
-        if index:
-            parts.append(int(index))
-    return parts
-
-
-def _mutate(body: Obj, path: str, action: str, value: Any) -> None:
-    """set / drop / unknown (adds a field the schema does not know) at path, building
-    missing parents on the way."""
-    parts = _parts(path)
-    node: Any = body
-    for part in parts[:-1]:
-        if isinstance(part, int):
-            if not isinstance(node, list) or len(node) <= part:
-                return  # an earlier mutation replaced the list: nothing to do here
-            node = node[part]
-        else:
-            if not isinstance(node, dict):
-                return
-            if not isinstance(node.get(part), dict | list):
-                node[part] = {}
-            node = node[part]
-    last = parts[-1]
-    if isinstance(last, int) or not isinstance(node, dict):
-        return
-    if action == "drop":
-        node.pop(last, None)
-    elif action == "unknown":
-        target = node.get(last)
-        if isinstance(target, dict):
-            target["fuzzUnknownField"] = value
-        else:
-            node[f"{last}Typo"] = value
-    else:
-        node[last] = value
-
 
 @dataclass(frozen=True)
 class Mutation:
@@ -218,13 +104,6 @@ def mutations(paths: dict[str, list[Any]]) -> st.SearchStrategy[list[Mutation]]:
                          st.one_of(near, near, near, odd_values))
 
     return st.lists(st.sampled_from(sorted(paths)).flatmap(one), min_size=1, max_size=2)
-
-
-def base_service(name: str) -> Obj:
-    body = valid_service(name)
-    # Start small: most inputs are config-only (no pods), so GPUs are not the limit.
-    body["spec"]["scaling"] = {"minReplicas": 0, "maxReplicas": 1}
-    return body
 
 
 # --------------------------------------------------------------------------- harness
@@ -361,21 +240,21 @@ def run_fuzz(kind: str, cluster: ClusterHandle, operator: OperatorProcess,
     custom = client.CustomObjectsApi(cluster.api_client())
     tally = Tally()
     serial = iter(range(1, 1_000_000))
-    paths = SERVICE_PATHS if kind == "InferenceService" else CLASS_PATHS
+    paths = fuzz_table(kind)
     writes_before = operator_writes(cluster)
     log_start = len(operator.log_text())
     started = time.monotonic()
 
     def build(muts: list[Mutation], odd_name: str | None) -> Obj:
         n = next(serial)
-        if kind == "InferenceService":
-            body = base_service(odd_name or f"fz-{n}")
+        if kind == SERVICE:
+            body = base_body(kind, odd_name or f"fz-{n}")
         else:
             # Class names stay ours: a fuzzed class named like a real one would change
             # what every other service in the cluster runs on.
-            body = copy.deepcopy(valid_class(f"fz-{SEED % 100000}-{n}"))
+            body = base_body(kind, f"fz-{SEED % 100000}-{n}")
         for m in muts:
-            _mutate(body, m.path, m.action, m.value)
+            mutate(body, m.path, m.action, m.value)
         return body
 
     names = st.one_of(st.none(), st.none(), st.none(), st.sampled_from(ODD_NAMES))
@@ -383,10 +262,10 @@ def run_fuzz(kind: str, cluster: ClusterHandle, operator: OperatorProcess,
     @seed(SEED)
     @settings(max_examples=EXAMPLES, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
-    @given(muts=mutations(paths), odd_name=names if kind == "InferenceService" else st.none())
+    @given(muts=mutations(paths), odd_name=names if kind == SERVICE else st.none())
     def one_input(muts: list[Mutation], odd_name: str | None) -> None:
         body = build(muts, odd_name)
-        submit(custom, namespace if kind == "InferenceService" else None, body, tally, muts)
+        submit(custom, namespace if kind == SERVICE else None, body, tally, muts)
         # Checked per input so hypothesis reports the first input that kills it.
         assert operator.alive(), f"operator died after {muts}: {operator.log_tail()}"
 
@@ -422,7 +301,7 @@ def run_fuzz(kind: str, cluster: ClusterHandle, operator: OperatorProcess,
         unexpected = unexpected_tracebacks(operator.log_text()[log_start:])
         assert not unexpected, f"operator tracebacks (seed {SEED}):\n" + "\n".join(unexpected)
     finally:
-        if kind == "InferenceService":
+        if kind == SERVICE:
             _drain_services(custom, namespace)
         else:
             _delete_classes(custom, [n for n, ns, _ in tally.accepted if ns is None])
@@ -431,13 +310,13 @@ def run_fuzz(kind: str, cluster: ClusterHandle, operator: OperatorProcess,
 def test_fuzzed_inference_services_are_rejected_or_reconciled(
     cluster: ClusterHandle, operator: OperatorProcess, namespace: str
 ) -> None:
-    run_fuzz("InferenceService", cluster, operator, namespace)
+    run_fuzz(SERVICE, cluster, operator, namespace)
 
 
 def test_fuzzed_accelerator_classes_are_rejected_or_reconciled(
     cluster: ClusterHandle, operator: OperatorProcess, namespace: str
 ) -> None:
-    run_fuzz("AcceleratorClass", cluster, operator, namespace)
+    run_fuzz(CLASS, cluster, operator, namespace)
 
 
 # Inputs the fuzzer found that the API server accepts but the Kubernetes objects the
@@ -463,7 +342,7 @@ def test_fuzz_found_input_is_rejected_or_stalled(
     mutate: Callable[[Obj], None],
 ) -> None:
     custom = client.CustomObjectsApi(cluster.api_client())
-    body = base_service(f"found-{case}"[:40])
+    body = base_body(SERVICE, f"found-{case}"[:40])
     mutate(body)
     name = body["metadata"]["name"]
     log_start = len(operator.log_text())
