@@ -6,6 +6,7 @@ no I/O).
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections.abc import Iterable, Sequence
@@ -87,6 +88,35 @@ def parse_azure_trace(lines: Iterable[str]) -> list[TraceRequest]:
         rows.append(TraceRequest(at - first, int(ctx), int(gen)))
     rows.sort(key=lambda r: r.at)
     return rows
+
+
+def parse_mooncake_trace(lines: Iterable[str]) -> list[TraceRequest]:
+    """Rows of a Mooncake trace (JSON lines): ``timestamp`` in ms, ``input_length`` and
+    ``output_length`` in tokens (read as context and generated tokens)."""
+    rows: list[TraceRequest] = []
+    for number, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            body = json.loads(line)
+            rows.append(
+                TraceRequest(
+                    float(body["timestamp"]) / 1000.0,
+                    int(body.get("input_length", 0)),
+                    int(body.get("output_length", 0)),
+                )
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"line {number}: not a Mooncake request ({exc})") from exc
+    rows.sort(key=lambda r: r.at)
+    first = rows[0].at if rows else 0.0
+    return [TraceRequest(r.at - first, r.context_tokens, r.generated_tokens) for r in rows]
+
+
+def parse_trace(name: str, lines: Iterable[str]) -> list[TraceRequest]:
+    """A trace by its file name: ``.jsonl`` is Mooncake's format, anything else Azure's CSV."""
+    return parse_mooncake_trace(lines) if name.endswith(".jsonl") else parse_azure_trace(lines)
 
 
 def _seconds(stamp: str) -> float:

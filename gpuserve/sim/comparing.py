@@ -1,0 +1,168 @@
+"""Run the policies side by side on one workload: the set-up the benchmarks share.
+
+``Setup`` is the simulated service and cluster (model, SLO, pods, Prometheus); a run adds
+a warm-up at the workload's first-minute rate (excluded from the results), calibrates the
+peers' thresholds, plans the oracle, and simulates each policy with the same seed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+from gpuserve.autoscaling.config import PolicyConfig, ServiceProfile
+from gpuserve.sim.config import AcceleratorPool, Balancing, BatcherConfig, ServiceTimes, SimConfig
+from gpuserve.sim.lineup import Calibration, PolicyName, calibrate, make_scaler, sim_config_for
+from gpuserve.sim.oracle import OraclePlan, plan_oracle
+from gpuserve.sim.results import SimResult
+from gpuserve.sim.simulating import simulate
+from gpuserve.sim.workload import Workload
+
+DEFAULT_LABEL = "gpuserve (default)"
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """The simulated service (one replica = one GPU) and cluster; times in seconds."""
+
+    per_batch: float = 0.060
+    per_item: float = 0.120
+    max_batch: int = 8
+    delay: float = 0.020
+    slo: float = 2.0
+    percentile: float = 95.0
+    cold_start: float = 45.0
+    warm_start: float = 2.0
+    max_replicas: int = 40
+    cost_per_hour: float = 2.0
+    oracle_window: float = 30.0
+    target: float = 0.99
+    balancing: Balancing = "random"
+    scrape: float = 5.0
+    warmup: float = 120.0
+
+    def sim_config(self, seed: int) -> SimConfig:
+        return SimConfig(
+            batcher=BatcherConfig(max_batch_size=self.max_batch, max_queue_delay=self.delay),
+            service=ServiceTimes(per_batch=self.per_batch, per_item=self.per_item),
+            classes=(
+                AcceleratorPool(
+                    name="gpu",
+                    cost_per_hour=self.cost_per_hour,
+                    cold_start=self.cold_start,
+                    warm_start=self.warm_start,
+                ),
+            ),
+            slo_latency=self.slo,
+            slo_quantile=self.percentile / 100.0,
+            balancing=self.balancing,
+            scrape_interval=self.scrape,
+            rate_window=4 * self.scrape,
+            seed=seed,
+            measure_from=self.warmup,
+        )
+
+    def policy(self) -> PolicyConfig:
+        """The policy as the operator builds it from a spec with default scaling fields."""
+        return PolicyConfig(
+            profile=ServiceProfile(
+                time_per_batch=self.per_batch,
+                time_per_item=self.per_item,
+                max_batch_size=self.max_batch,
+                max_queue_delay=self.delay,
+            ),
+            slo_latency=self.slo,
+            slo_quantile=self.percentile / 100.0,
+            min_replicas=1,
+            max_replicas=self.max_replicas,
+            cold_start=self.cold_start,
+            warm_start=self.warm_start,
+            max_sample_age=max(30.0, 3 * self.scrape),
+            rate_window=4 * self.scrape,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Contender:
+    """One row: a policy, and for gpuserve a warm pool and a planning percentile (0 =
+    the default)."""
+
+    label: str
+    name: PolicyName
+    warm_pool: int = 0
+    planning: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    label: str
+    result: SimResult
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A workload with its warm-up, the peers' calibration and the oracle's plan."""
+
+    workload: Workload
+    config: SimConfig
+    calibration: Calibration
+    plan: OraclePlan
+    seconds: float
+
+
+def prepare(setup: Setup, workload: Workload, seed: int, *, warmup_span: float = 60.0) -> Prepared:
+    """``warmup_span``: the warm-up runs at the workload's mean rate over its first
+    ``warmup_span`` seconds (a trace's first minute, compressed)."""
+    started = time.perf_counter()
+    first_minute = workload.rate_between(0.0, warmup_span)
+    warmed = workload.with_warmup(seconds=setup.warmup, rate=first_minute, seed=seed)
+    config = setup.sim_config(seed)
+    mean_items = sum(warmed.items) / max(1, len(warmed))
+    calibration = calibrate(config=config, items=round(mean_items))
+    plan = plan_oracle(
+        config=config,
+        workload=warmed,
+        window=setup.oracle_window,
+        target=setup.target,
+        max_replicas=setup.max_replicas,
+    )
+    return Prepared(warmed, config, calibration, plan, time.perf_counter() - started)
+
+
+def run_contenders(setup: Setup, prepared: Prepared, contenders: list[Contender]) -> list[Run]:
+    """Every contender on the prepared workload, each starting at the oracle's first size."""
+    policy = setup.policy()
+    runs = []
+    for c in contenders:
+        tuned = replace(policy, planning_quantile=c.planning / 100) if c.planning else policy
+        scaler = make_scaler(
+            c.name, policy=tuned, calibration=prepared.calibration, plan=prepared.plan
+        )
+        cfg = replace(
+            sim_config_for(c.name, prepared.config, c.warm_pool),
+            initial_replicas=prepared.plan.replicas[0],
+        )
+        t0 = time.perf_counter()
+        result = simulate(config=cfg, workload=prepared.workload, scaler=scaler)
+        runs.append(Run(c.label, result, time.perf_counter() - t0))
+    return runs
+
+
+def contenders(
+    policies: list[PolicyName], warm_pools: list[int], plannings: list[float]
+) -> list[Contender]:
+    """gpuserve's rows first (the default, warm pool 0 at the default planning, leads),
+    then the peers in the order given."""
+    rows: list[Contender] = []
+    if "gpuserve" in policies:
+        for planning in plannings:
+            for warm in warm_pools:
+                default = warm == 0 and not planning
+                label = DEFAULT_LABEL if default else f"gpuserve (warm {warm}"
+                if not default:
+                    label += f", plan p{planning:g})" if planning else ")"
+                rows.append(Contender(label, "gpuserve", warm, planning))
+        rows.sort(key=lambda c: c.label != DEFAULT_LABEL)
+    rows += [Contender(name, name) for name in policies if name != "gpuserve"]
+    return rows
