@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import shutil
+import textwrap
 from typing import Any
 
 from cli.errors import CLIError
@@ -32,33 +34,62 @@ def _fetch(namespace: str | None) -> list[dict[str, Any]]:
     return items
 
 
-def rows(items: list[dict[str, Any]]) -> list[list[str]]:
-    table = [["NAMESPACE", "NAME", "READY", "SERVING", "WARM", "POOLS", "P95/SLO", "LAST DECISION"]]
+def _summary(obj: dict[str, Any], st: InferenceServiceStatus) -> list[str]:
+    ready = next((c for c in st.conditions if c.type == "Ready"), None)
+    stalled = next((c for c in st.conditions if c.type == "Stalled" and c.status == "True"), None)
+    ready_text = ready.status if ready else "Unknown"
+    if stalled:
+        ready_text += f" ({stalled.reason})"
+    pools = " ".join(f"{p.accelerator_class}:{p.serving}+{p.warm}w" for p in st.pools) or "-"
+    p95 = f"{st.p95_ms:.0f}ms" if st.p95_ms is not None else "-"
+    return [
+        obj["metadata"]["namespace"],
+        obj["metadata"]["name"],
+        ready_text,
+        f"{st.replicas}/{st.desired_replicas if st.desired_replicas is not None else '-'}",
+        str(st.warm_replicas),
+        pools,
+        f"{p95}/{obj['spec']['slo']['latency']}",
+    ]
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    # Whole words only: a word longer than the line stays whole and overflows it.
+    return textwrap.wrap(
+        text,
+        width=max(width, 40),
+        initial_indent="  ",
+        subsequent_indent="      ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+def details(st: InferenceServiceStatus, width: int) -> list[str]:
+    """Every condition (type=status reason: message) and the last decision, in full."""
+    lines: list[str] = []
+    for c in st.conditions:
+        text = f"{c.type}={c.status} {c.reason}" + (f": {c.message}" if c.message else "")
+        lines += _wrapped(text, width)
+    if st.last_decision is not None:
+        d = st.last_decision
+        verb = "" if d.applied else " (advisory, not applied)"
+        text = f"last decision{verb} at {d.time}: {d.reason} (desired {d.desired_replicas})"
+        lines += _wrapped(text, width)
+    return lines or ["  (no status yet)"]
+
+
+def render(items: list[dict[str, Any]], width: int) -> str:
+    """The summary table, then each service's conditions and last decision, fitted to
+    ``width`` columns."""
+    table = [["NAMESPACE", "NAME", "READY", "SERVING", "WARM", "POOLS", "P95/SLO"]]
+    blocks: list[str] = []
     for obj in sorted(items, key=lambda o: (o["metadata"]["namespace"], o["metadata"]["name"])):
         st = InferenceServiceStatus.model_validate(obj.get("status") or {})
-        ready = next((c for c in st.conditions if c.type == "Ready"), None)
-        stalled = next(
-            (c for c in st.conditions if c.type == "Stalled" and c.status == "True"), None
-        )
-        ready_text = ready.status if ready else "Unknown"
-        if stalled:
-            ready_text += f" ({stalled.reason})"
-        pools = " ".join(f"{p.accelerator_class}:{p.serving}+{p.warm}w" for p in st.pools) or "-"
-        p95 = f"{st.p95_ms:.0f}ms" if st.p95_ms is not None else "-"
-        decision = st.last_decision.reason if st.last_decision else "-"
-        table.append(
-            [
-                obj["metadata"]["namespace"],
-                obj["metadata"]["name"],
-                ready_text,
-                f"{st.replicas}/{st.desired_replicas if st.desired_replicas is not None else '-'}",
-                str(st.warm_replicas),
-                pools,
-                f"{p95}/{obj['spec']['slo']['latency']}",
-                decision[:60],
-            ]
-        )
-    return table
+        table.append(_summary(obj, st))
+        header = f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+        blocks.append("\n".join([header, *details(st, width)]))
+    return "\n\n".join([format_table(table), *blocks])
 
 
 def format_table(table: list[list[str]]) -> str:
@@ -73,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     if not items:
         print("no InferenceServices found")
         return 0
-    print(format_table(rows(items)))
+    print(render(items, shutil.get_terminal_size(fallback=(100, 24)).columns))
     return 0
 
 

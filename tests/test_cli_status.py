@@ -1,0 +1,71 @@
+"""`gpuserve status`: conditions shown, the decision whole, lines fitted to the terminal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cli.status import render
+from e2e.invalid_cases import valid_service
+
+DECISION = (
+    "needs 3 replicas (queue 41 per pod over target 12 at p95 43ms against 40ms); "
+    "2 pods could not be placed (no free capacity in any class)"
+)
+
+
+def _service() -> dict[str, Any]:
+    obj = valid_service("chat")
+    obj["metadata"]["namespace"] = "ml"
+    obj["status"] = {
+        "replicas": 1,
+        "desiredReplicas": 3,
+        "p95Ms": 43.4,
+        "conditions": [
+            {"type": "Ready", "status": "True", "reason": "Serving", "message": "1 of 3 ready"},
+            {
+                "type": "Schedulable",
+                "status": "False",
+                "reason": "CapacityShort",
+                "message": "2 pods could not be placed in h100, l4",
+            },
+        ],
+        "lastDecision": {
+            "time": "2025-01-01T00:00:00Z",
+            "desiredReplicas": 3,
+            "reason": DECISION,
+        },
+    }
+    return obj
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+@pytest.mark.parametrize("width", [60, 100, 240])
+def test_conditions_and_the_whole_decision_fit_the_width(width: int) -> None:
+    out = render([_service()], width)
+    assert "Ready=True Serving: 1 of 3 ready" in " ".join(out.split())
+    assert "Schedulable=False CapacityShort: 2 pods could not be placed in h100, l4" in " ".join(
+        out.split()
+    )
+    # Every word of the decision, in order, none cut.
+    words = _words(out)
+    start = words.index("needs")
+    assert words[start : start + len(_words(DECISION))] == _words(DECISION)
+    detail_lines = out.split("\n\n", 1)[1].splitlines()
+    assert all(len(line) <= width for line in detail_lines), detail_lines
+
+
+def test_the_summary_table_has_the_p95_against_the_slo() -> None:
+    table = render([_service()], 120).split("\n\n")[0].splitlines()
+    assert table[0].split()[:3] == ["NAMESPACE", "NAME", "READY"]
+    assert "43ms/50ms" in table[1] and "1/3" in table[1]
+
+
+def test_a_service_without_status_says_so() -> None:
+    obj = valid_service("fresh")
+    obj["metadata"]["namespace"] = "ml"
+    assert "(no status yet)" in render([obj], 80)
