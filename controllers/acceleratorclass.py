@@ -13,8 +13,9 @@ from gpuserve.api.conditions import set_condition
 from gpuserve.api.models import GROUP, VERSION, AcceleratorClassSpec
 from gpuserve.api.status import AcceleratorClassStatus
 from gpuserve.placement.capacity import class_capacity, matches
+from gpuserve.resources.naming import CLASSES_PLURAL
 
-ACCEL = (GROUP, VERSION, "acceleratorclasses")
+ACCEL = (GROUP, VERSION, CLASSES_PLURAL)
 
 
 @kopf.index(*ACCEL)
@@ -62,7 +63,7 @@ def report_capacity(body: kopf.Body, name: str, **kw: Any) -> None:
         )
     status.observed_generation = gen
     kube.patch_status(
-        plural="acceleratorclasses",
+        plural=CLASSES_PLURAL,
         name=name,
         namespace=None,
         status=status.model_dump(by_alias=True, exclude_none=True, mode="json"),

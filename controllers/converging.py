@@ -11,8 +11,6 @@ import contextvars
 import datetime
 import json
 import logging
-import threading
-from collections import defaultdict
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -23,24 +21,13 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from controllers import kube
+from controllers.state import OperatorState, uid_of
 from gpuserve.api.conditions import set_condition
-from gpuserve.api.models import (
-    API_VERSION,
-    AcceleratorClassSpec,
-    InferenceService,
-    parse_inference_service,
-)
+from gpuserve.api.models import API_VERSION, InferenceService, parse_inference_service
 from gpuserve.api.status import Condition, InferenceServiceStatus, PoolStatus
-from gpuserve.placement.capacity import NodeInfo, PodRequest, class_capacity
-from gpuserve.placement.planning import (
-    ClassCapacity,
-    ClassIssue,
-    PoolNow,
-    plan_pools,
-    usable_classes,
-)
-from gpuserve.placement.roles import PodState, assign_roles
-from gpuserve.resources.naming import LABEL_ROLE, ROLE_SERVING
+from gpuserve.placement import service_plan
+from gpuserve.placement.service_plan import ServicePlan, plan_service
+from gpuserve.resources.naming import LABEL_ROLE, ROLE_SERVING, SERVICES_PLURAL
 from gpuserve.resources.rendering import (
     PoolPlan,
     RenderInput,
@@ -52,7 +39,6 @@ from gpuserve.resources.rendering import (
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
-PLURAL = "inferenceservices"
 
 # kopf.event and kopf.warn need kopf's posting context (its settings and event queue),
 # which kopf sets only while it processes an object. Work started outside it (the loops
@@ -70,7 +56,6 @@ def in_kopf_context(fn: Any, *args: Any) -> Any:
     return context.run(fn, *args)
 
 
-_locks: defaultdict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
 _APPLIERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="apply")
 
 
@@ -80,15 +65,11 @@ def now_rfc3339() -> str:
 
 @dataclass
 class ClusterView:
-    """What the indexes say about the cluster, for one reconcile."""
+    """What the indexes say, for one reconcile: the cluster as placement sees it, and the
+    service's children as gpuserve last applied them."""
 
-    classes: Mapping[str, AcceleratorClassSpec | str]
-    nodes: list[NodeInfo]
-    gpu_pods: list[PodRequest]
-    pods: list[PodState]
+    cluster: service_plan.ClusterView
     children: Mapping[tuple[str, str], Obj] = field(default_factory=dict)
-    extra_pod_labels: Mapping[str, str] = field(default_factory=dict)
-    prometheus_url: str = "http://prometheus.monitoring:9090"
 
 
 @dataclass
@@ -139,14 +120,13 @@ def _stalled(status: InferenceServiceStatus, *, gen: int | None, reason: str, me
     status.observed_generation = gen
 
 
-def converge(body: Obj, view: ClusterView) -> Outcome:
-    meta = body["metadata"]
-    key = (meta.get("namespace", ""), meta["name"])
-    with _locks[key]:
-        return _converge(body, view)
+def converge(body: Obj, view: ClusterView, state: OperatorState) -> Outcome:
+    with state.locks.get(uid_of(body)):
+        return _converge(body, view, state)
 
 
-def _converge(body: Obj, view: ClusterView) -> Outcome:
+def _converge(body: Obj, view: ClusterView, state: OperatorState) -> Outcome:
+    """Read the spec, plan, apply the plan, write status: each step below is one call."""
     meta = body["metadata"]
     gen = meta.get("generation")
     live_status = dict(body.get("status") or {})
@@ -162,90 +142,80 @@ def _converge(body: Obj, view: ClusterView) -> Outcome:
         _write_status(body, status, live_status)
         return outcome
 
-    classes = {k: v for k, v in view.classes.items() if isinstance(v, AcceleratorClassSpec)}
-    order, issues = usable_classes(svc.spec, classes)
-    for name, value in view.classes.items():
-        if isinstance(value, str) and name in svc.spec.accelerators.classes:
-            issues = [i for i in issues if i.class_name != name]
-            issues.append(ClassIssue(name, "InvalidAcceleratorClass", value))
-    if not order:
-        message = "; ".join(i.message for i in issues) or "no AcceleratorClass is usable"
-        reason = issues[0].reason if issues else "NoUsableAcceleratorClass"
+    plan = plan_service(
+        svc.spec,
+        owner=f"{meta.get('namespace', '')}/{meta['name']}",
+        cluster=view.cluster,
+        desired=desired_serving(svc, status),
+        # KEDA sizes the preferred class's Deployment; every ready pod serves.
+        every_ready_pod_serves=svc.spec.scaling.engine == "keda",
+    )
+    if not plan.usable:
+        message = "; ".join(i.message for i in plan.issues) or "no AcceleratorClass is usable"
+        reason = plan.issues[0].reason if plan.issues else "NoUsableAcceleratorClass"
         _stalled(status, gen=gen, reason=reason, message=message)
         _write_status(body, status, live_status)
         return outcome
 
-    per_pod = svc.spec.accelerators.gpus_per_pod
-    owner = f"{meta.get('namespace', '')}/{meta['name']}"
-    capacity: dict[str, ClassCapacity] = {}
-    serving_now: dict[str, PoolNow] = {}
-    standby_now: dict[str, PoolNow] = {}
-    for c in order:
-        cap = class_capacity(
-            classes[c], nodes=view.nodes, pods=view.gpu_pods, per_pod=per_pod, owner=owner
-        )
-        mine = [p for p in view.pods if p.accelerator_class == c and not p.deleting]
-        stuck = [p for p in mine if p.unschedulable]
-        # The scheduler has the last word: a class it can't fill has no room. A stuck
-        # standby pod only says nothing is free: serving pods may still preempt.
-        if any(not p.standby for p in stuck):
-            cap = ClassCapacity(free=0, total=cap.total)
-        elif stuck:
-            cap = ClassCapacity(free=0, total=cap.total, preemptible=cap.preemptible)
-        capacity[c] = cap
-        for now, pool in (
-            (serving_now, [p for p in mine if not p.standby]),
-            (standby_now, [p for p in mine if p.standby]),
-        ):
-            now[c] = PoolNow(
-                scheduled=sum(1 for p in pool if p.node),
-                pending=sum(1 for p in pool if not p.node),
-            )
-    desired = desired_serving(svc, status)
-    keda = svc.spec.scaling.engine == "keda"
-    if keda:  # KEDA sizes the preferred class's Deployment; every ready pod serves.
-        desired = sum(1 for p in view.pods if p.ready and not p.deleting)
-    # Roles are decided first: the standby pods serving after them keep their place in
-    # the standby Deployments (warm pool + promoted) until serving-priority pods relieve them.
-    changes = assign_roles(view.pods, desired_serving=desired, order=order)
-    role_after = {c.pod: c.role for c in changes}
-    standby_serving: dict[str, int] = {}
-    for p in view.pods:
-        if p.standby and not p.deleting and role_after.get(p.name, p.role) == ROLE_SERVING:
-            standby_serving[p.accelerator_class] = standby_serving.get(p.accelerator_class, 0) + 1
-    plan = plan_pools(
-        desired=desired,
-        warm_pool=svc.spec.scaling.warm_pool,
-        order=order,
-        serving_now=serving_now,
-        standby_now=standby_now,
-        standby_serving=standby_serving,
-        capacity=capacity,
-        gpus_per_pod=per_pod,
-    )
-    pools = pool_plans(plan, order)
-    if keda:
-        pools = {c: PoolPlan(replicas=0) for c in order}
+    children = _render(svc, plan, view, state)
+    problem = _apply(meta, plan, children, view, state, outcome)
+    if problem is not None:
+        _stalled(status, gen=gen, reason=problem[0], message=problem[1])
+    else:
+        _fill_status(status, svc=svc, view=view, plan=plan, gen=gen)
+    _write_status(body, status, live_status)
+    return outcome
+
+
+def _render(
+    svc: InferenceService, plan: ServicePlan, view: ClusterView, state: OperatorState
+) -> list[Obj]:
+    assert plan.pools is not None
+    pools = pool_plans(plan.pools, plan.order)
+    if svc.spec.scaling.engine == "keda":
+        pools = {c: PoolPlan(replicas=0) for c in plan.order}
+    classes = view.cluster.valid_classes()
     # One pool per usable class: a listed class that cannot run this spec gets none.
-    children = render_children(
+    return render_children(
         RenderInput(
             service=svc,
-            classes={c: classes[c] for c in order},
+            classes={c: classes[c] for c in plan.order},
             pools=pools,
-            extra_pod_labels=view.extra_pod_labels,
-            prometheus_url=view.prometheus_url,
+            extra_pod_labels=state.settings.extra_pod_labels,
+            prometheus_url=state.settings.keda_prometheus_url,
         )
     )
+
+
+def _apply(
+    meta: Mapping[str, Any],
+    plan: ServicePlan,
+    children: list[Obj],
+    view: ClusterView,
+    state: OperatorState,
+    outcome: Outcome,
+) -> tuple[str, str] | None:
+    """Role labels, then children, then retired pools. Returns (reason, message) when the
+    API server refuses what the spec renders to."""
+    namespace = meta["namespace"]
+    recent = state.writes.get(uid_of({"metadata": meta}))
     # Role labels before the Deployments: demoted pods get their low deletion cost before
     # a Deployment shrinks, so the ReplicaSet deletes standby pods rather than serving ones.
-    for change in changes:
+    pods = {p.name: p for p in view.cluster.pods}
+    for change in plan.roles:
+        was = pods.get(change.pod)
+        # kopf's index shows our own patch a moment later; patching (and announcing) the
+        # same change again meanwhile would repeat the event on every trigger.
+        key, wanted = ("Pod", change.pod), (change.role, change.deletion_cost)
+        if recent.in_flight(key, wanted, was):
+            continue
         patched = kube.patch_pod_metadata(
-            meta["namespace"],
+            namespace,
             change.pod,
             labels={LABEL_ROLE: change.role},
             annotations={"controller.kubernetes.io/pod-deletion-cost": change.deletion_cost},
         )
-        was = next((p for p in view.pods if p.name == change.pod), None)
+        recent.record(key, wanted, was)
         if patched and was is not None and was.ready and was.role != change.role:
             verb = "Promoted" if change.role == ROLE_SERVING else "Demoted"
             outcome.events.append(("Normal", verb, f"pod {change.pod} is now {change.role}"))
@@ -253,14 +223,17 @@ def _converge(body: Obj, view: ClusterView) -> Outcome:
     # The children index is fed by watches: a child it doesn't hold is (about to be)
     # missing, so it is applied without a GET first. Children are independent objects
     # (pods wait for their ConfigMap on their own), so they are applied concurrently.
-    pending = [
-        (child, view.children.get((child["kind"], child["metadata"]["name"]))) for child in children
-    ]
+    pending: list[tuple[Obj, Obj | None]] = []
+    for child in children:
+        key = (child["kind"], child["metadata"]["name"])
+        live = view.children.get(key)
+        if not recent.in_flight(key, _digest(child), _digest(live)):
+            pending.append((child, live))
     if any(live is None for _, live in pending) and not _still_exists(meta):
         # A service deleted while a watch was down can linger in kopf's index (a relist
         # does not drop it); recreating its missing children would feed the garbage
         # collector forever. Creating a child is rare, so one GET guards it.
-        return outcome
+        return None
     # Kinds without an index (ScaledObject) are read before applying.
     results = _APPLIERS.map(
         lambda pair: kube.apply_if_changed(
@@ -269,19 +242,20 @@ def _converge(body: Obj, view: ClusterView) -> Outcome:
         pending,
     )
     try:
-        applied = sum(1 for written in results if written)
+        applied = 0
+        for (child, live), written in zip(pending, results, strict=True):
+            if written:
+                applied += 1
+                key = (child["kind"], child["metadata"]["name"])
+                recent.record(key, _digest(child), _digest(live))
     except kube.KindNotServed as exc:
-        _stalled(status, gen=gen, reason="EngineUnavailable", message=str(exc))
-        _write_status(body, status, live_status)
-        return outcome
+        return "EngineUnavailable", str(exc)
     except ApiException as exc:
         if exc.status not in (400, 422):
             raise  # the API server or etcd is away: kopf retries
         # The API server refuses what this spec renders to (something admission let
         # through): say so and wait for a new spec instead of retrying forever.
-        _stalled(status, gen=gen, reason="InvalidChild", message=_api_message(exc))
-        _write_status(body, status, live_status)
-        return outcome
+        return "InvalidChild", _api_message(exc)
     rendered = {(c["kind"], c["metadata"]["name"]) for c in children}
     stale = [
         name
@@ -289,25 +263,15 @@ def _converge(body: Obj, view: ClusterView) -> Outcome:
         if kind == "Deployment" and (kind, name) not in rendered
     ]
     for name in stale:  # the pool of a class no longer listed or no longer usable
-        if kube.delete_deployment(meta["namespace"], name):
+        if kube.delete_deployment(namespace, name):
             outcome.events.append(("Normal", "Retired", f"deleted Deployment {name}"))
-
-    _fill_status(
-        status,
-        svc=svc,
-        view=view,
-        order=order,
-        plan_unplaced=plan.unplaced,
-        problems=plan.problems,
-        changes=role_after,
-        desired=desired,
-        gen=gen,
-        issues=[i.message for i in issues],
-    )
     if applied:
         outcome.events.append(("Normal", "Applied", f"applied {applied} child object(s)"))
-    _write_status(body, status, live_status)
-    return outcome
+    return None
+
+
+def _digest(obj: Obj | None) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 
 def _still_exists(meta: Mapping[str, Any]) -> bool:
@@ -327,22 +291,17 @@ def _fill_status(
     *,
     svc: InferenceService,
     view: ClusterView,
-    order: list[str],
-    plan_unplaced: int,
-    problems: list[str],
-    changes: Mapping[str, str],
-    desired: int,
+    plan: ServicePlan,
     gen: int | None,
-    issues: list[str],
 ) -> None:
     now = now_rfc3339()
+    desired = plan.desired
     pools: list[PoolStatus] = []
     serving_total = warm_total = 0
-    for c in order:
-        mine = [p for p in view.pods if p.accelerator_class == c and not p.deleting]
-        roles = {p.name: changes.get(p.name, p.role) for p in mine}
-        serving = sum(1 for p in mine if p.ready and roles[p.name] == ROLE_SERVING)
-        warm = sum(1 for p in mine if p.ready and roles[p.name] != ROLE_SERVING)
+    for c in plan.order:
+        mine = view.cluster.live_pods(c)
+        serving = sum(1 for p in mine if p.ready and plan.role_of(p) == ROLE_SERVING)
+        warm = sum(1 for p in mine if p.ready and plan.role_of(p) != ROLE_SERVING)
         serving_total += serving
         warm_total += warm
         pools.append(
@@ -363,28 +322,37 @@ def _fill_status(
     status.config_hash = config_hash(svc.spec)
     conds: list[Condition] = status.conditions
     wanted_warm = svc.spec.scaling.warm_pool
-    if plan_unplaced:
-        msg = "; ".join(problems)
+    problems = plan.pools.problems if plan.pools is not None else []
+    unplaced = plan.unplaced
+    skipped = [i.message for i in plan.issues]
+    if unplaced:
         conds = set_condition(
             conds,
             type_="Schedulable",
             status="False",
             reason="InsufficientCapacity",
-            message=msg,
+            message=f"wants {desired} serving and {wanted_warm} warm: " + "; ".join(problems),
             generation=gen,
             now=now,
         )
     else:
+        where = ", ".join(c for c in plan.order if plan.pools and plan.pools.serving.get(c))
+        fallback = (
+            f" (on {where}, not the preferred {plan.order[0]})"
+            if where and not (plan.pools and plan.pools.serving.get(plan.order[0]))
+            else ""
+        )
         conds = set_condition(
             conds,
             type_="Schedulable",
             status="True",
             reason="CapacityAvailable",
-            message="every replica has a GPU to go to",
+            message=f"all {desired} serving and {wanted_warm} warm pods placed{fallback}"
+            + (f"; skipped: {'; '.join(skipped)}" if skipped else ""),
             generation=gen,
             now=now,
         )
-    starved = plan_unplaced > 0 and serving_total + sum(p.pending for p in pools) == 0
+    starved = unplaced > 0 and serving_total + sum(p.pending for p in pools) == 0
     if starved:
         conds = set_condition(
             conds,
@@ -396,7 +364,7 @@ def _fill_status(
             now=now,
         )
     else:
-        note = "; ".join(issues)
+        note = "; ".join(skipped)
         conds = set_condition(
             conds,
             type_="Stalled",
@@ -416,13 +384,22 @@ def _fill_status(
         generation=gen,
         now=now,
     )
-    settled = serving_total == desired and warm_total >= wanted_warm and not plan_unplaced
+    settled = serving_total == desired and warm_total >= wanted_warm and not unplaced
+    if settled:
+        progress = "Settled"
+    elif starved:
+        progress = "Stalled"
+    elif unplaced:
+        progress = "WaitingForCapacity"
+    else:
+        progress = "ScalingPods"
     conds = set_condition(
         conds,
         type_="Reconciling",
         status="False" if settled or starved else "True",
-        reason="Settled" if settled else ("Stalled" if starved else "ScalingPods"),
-        message=f"{serving_total}/{desired} serving, {warm_total}/{wanted_warm} warm",
+        reason=progress,
+        message=f"{serving_total}/{desired} serving, {warm_total}/{wanted_warm} warm"
+        + (f"; {unplaced} pod(s) wait for capacity" if unplaced else ""),
         generation=gen,
         now=now,
     )
@@ -435,7 +412,7 @@ def _write_status(body: Obj, status: InferenceServiceStatus, live_status: Obj) -
     meta = body["metadata"]
     rendered = status.model_dump(by_alias=True, exclude_none=True, mode="json")
     kube.patch_status(
-        plural=PLURAL,
+        plural=SERVICES_PLURAL,
         name=meta["name"],
         namespace=meta.get("namespace"),
         status=rendered,

@@ -15,10 +15,11 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from gpuserve.api.models import AcceleratorClassSpec
+from gpuserve.api.models import GROUP, VERSION, AcceleratorClassSpec
 from gpuserve.placement.capacity import NodeInfo, PodRequest
 from gpuserve.placement.roles import PodState
 from gpuserve.resources.naming import (
+    CLASSES_PLURAL,
     LABEL_CLASS,
     LABEL_POOL,
     LABEL_ROLE,
@@ -38,7 +39,7 @@ def _int(value: Any) -> int:
         return 0
 
 
-@kopf.index("gpuserve.io", "v1alpha1", "acceleratorclasses")
+@kopf.index(GROUP, VERSION, CLASSES_PLURAL)
 def accelerator_classes(
     name: str, spec: kopf.Spec, **_: Any
 ) -> dict[str, AcceleratorClassSpec | str]:

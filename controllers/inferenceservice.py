@@ -1,7 +1,7 @@
 """kopf handlers of InferenceService: every trigger funnels into ``converging.converge``.
 
 Triggers: the service is created, its spec changes, the operator resumes; one of its pods
-changes (readiness, scheduling, deletion); one of its children drifts; and the 30 s
+changes (readiness, scheduling, deletion); one of its children drifts; and the
 resync loop of ``controllers.periodic`` that catches anything missed (it writes nothing
 when nothing changed).
 """
@@ -9,28 +9,20 @@ when nothing changed).
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 import kopf
 
 from controllers.converging import ClusterView, converge, post_events, remember_kopf_context
+from controllers.state import state_of
 from gpuserve.api.models import GROUP, VERSION
-from gpuserve.resources.naming import FIELD_MANAGER, LABEL_SERVICE
+from gpuserve.placement import service_plan
+from gpuserve.resources.naming import FIELD_MANAGER, LABEL_SERVICE, SERVICES_PLURAL
 from gpuserve.resources.ownership import owned_part
 
 log = logging.getLogger(__name__)
-ISVC = (GROUP, VERSION, "inferenceservices")
+ISVC = (GROUP, VERSION, SERVICES_PLURAL)
 MANAGED = {"app.kubernetes.io/managed-by": "gpuserve"}
-RESYNC_SECONDS = 30.0
-EXTRA_POD_LABELS_ENV = "GPUSERVE_EXTRA_POD_LABELS"
-
-
-def extra_pod_labels() -> dict[str, str]:
-    """`k=v,k2=v2` from the environment (the chart's `podLabels` value sets it)."""
-    raw = os.environ.get(EXTRA_POD_LABELS_ENV, "")
-    pairs = (item.partition("=") for item in raw.split(",") if item.strip())
-    return {k.strip(): v.strip() for k, _, v in pairs if k.strip()}
 
 
 @kopf.index(*ISVC)
@@ -93,16 +85,13 @@ def view_of(key: tuple[str, str], kw: dict[str, Any]) -> ClusterView:
     for name, store in kw["accelerator_classes"].items():
         for value in store:
             classes[name] = value
-    return ClusterView(
+    cluster = service_plan.ClusterView(
         classes=classes,
         nodes=[n for store in kw["gpu_nodes"].values() for n in store],
         gpu_pods=[p for store in kw["gpu_pods"].values() for p in store],
         pods=list(kw["service_pods"].get(key, [])),
-        children=children,
-        extra_pod_labels=extra_pod_labels(),
-        prometheus_url=os.environ.get("GPUSERVE_PROMETHEUS_URL")
-        or "http://prometheus.monitoring:9090",
     )
+    return ClusterView(cluster=cluster, children=children)
 
 
 def reconcile(body: dict[str, Any], kw: dict[str, Any]) -> None:
@@ -110,7 +99,7 @@ def reconcile(body: dict[str, Any], kw: dict[str, Any]) -> None:
     if meta.get("deletionTimestamp"):
         return  # going away: its children follow through garbage collection
     key = (meta["namespace"], meta["name"])
-    outcome = converge(body, view_of(key, kw))
+    outcome = converge(body, view_of(key, kw), state_of(kw))
     post_events(body, outcome)
 
 

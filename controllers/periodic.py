@@ -18,13 +18,13 @@ from typing import Any
 import kopf
 
 from controllers.acceleratorclass import report_capacity
-from controllers.autoscaler import EVAL_INTERVAL, autoscale
+from controllers.autoscaler import autoscale
 from controllers.converging import in_kopf_context
-from controllers.inferenceservice import RESYNC_SECONDS, reconcile
+from controllers.inferenceservice import reconcile
 from controllers.standby import Peering, standing_by
+from controllers.state import OperatorState, uid_of
 
 log = logging.getLogger(__name__)
-CLASS_INTERVAL = 30.0
 Body = dict[str, Any]
 
 
@@ -83,23 +83,34 @@ async def _every(
             was_standing = standing
 
 
-@kopf.on.startup()
-async def start_periodic(memo: kopf.Memo, settings: kopf.OperatorSettings, **kw: Any) -> None:
-    # kw holds the indexes (live objects kopf keeps filling), as every handler gets them.
+def _resync(state: OperatorState, kw: dict[str, Any]) -> list[Body]:
+    """The services to reconcile; the state of services that are gone is dropped here."""
+    bodies = _bodies(kw["services"])
+    state.retain(uid_of(body) for body in bodies)
+    return bodies
+
+
+def start(
+    memo: kopf.Memo, state: OperatorState, settings: kopf.OperatorSettings, kw: dict[str, Any]
+) -> None:
+    """Start the loops. ``kw`` holds the indexes (live objects kopf keeps filling), as
+    every handler gets them; the loops hand it on with kopf's memo."""
     peering = Peering.from_settings(settings)
+    kw = {**kw, "memo": memo}
+    every = state.settings
     memo.periodic = [
         asyncio.create_task(
             _every(
-                RESYNC_SECONDS,
+                every.resync_seconds,
                 "resync",
-                lambda: _bodies(kw["services"]),
+                lambda: _resync(state, kw),
                 lambda body: reconcile(body, kw),
                 peering,
             )
         ),
         asyncio.create_task(
             _every(
-                EVAL_INTERVAL,
+                every.autoscale_interval,
                 "autoscale",
                 lambda: _bodies(kw["services"]),
                 lambda body: autoscale(body, kw),
@@ -108,7 +119,7 @@ async def start_periodic(memo: kopf.Memo, settings: kopf.OperatorSettings, **kw:
         ),
         asyncio.create_task(
             _every(
-                CLASS_INTERVAL,
+                every.class_report_seconds,
                 "capacity",
                 lambda: _bodies(kw["class_bodies"]),
                 lambda body: report_capacity(body=body, name=body["metadata"]["name"], **kw),

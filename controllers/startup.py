@@ -8,13 +8,13 @@ from typing import Any
 
 import kopf
 
-from controllers import kube
+from controllers import kube, periodic
+from controllers.settings import Settings, SettingsError
+from controllers.state import OperatorState
 from gpuserve.api.models import GROUP
 from gpuserve.resources.naming import STANDBY_PRIORITY_CLASS, priority_class_name
 
 log = logging.getLogger(__name__)
-WORKER_LIMIT_ENV = "GPUSERVE_WORKER_LIMIT"  # 0: no limit (kopf's default)
-WORKER_IDLE_ENV = "GPUSERVE_WORKER_IDLE_SECONDS"
 
 # Interactive serving outranks batch serving, so under GPU pressure the scheduler
 # preempts batch pods first; warm-pool standby pods rank below both, so a serving pod of
@@ -47,7 +47,15 @@ def priority_classes() -> list[dict[str, Any]]:
 
 
 @kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+async def configure(memo: kopf.Memo, settings: kopf.OperatorSettings, **kw: Any) -> None:
+    """The one start-up handler: read the environment once, configure kopf, make sure the
+    PriorityClasses exist, and start the periodic loops with the operator's state."""
+    try:
+        ours = Settings.from_environment(os.environ)
+    except SettingsError as exc:  # a configuration mistake: stop, and say which variable
+        raise kopf.PermanentError(str(exc)) from None
+    state = OperatorState.start(ours)
+    memo.state = state
     # Progress and the diff base live in status, not annotations: a GitOps tool comparing
     # the manifest it applied sees no foreign annotations (no drift).
     settings.persistence.progress_storage = kopf.StatusProgressStorage(field="status.kopf.progress")
@@ -67,8 +75,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # on their number by default: with one, a restart over more existing objects than the
     # limit stalled in our tests (most likely the workers waiting for the initial indexing
     # hold every slot, so the objects still to be indexed never get one).
-    limit = int(os.environ.get(WORKER_LIMIT_ENV, "0"))
-    settings.queueing.worker_limit = limit or None
-    settings.queueing.idle_timeout = float(os.environ.get(WORKER_IDLE_ENV, "0.5"))
-    for pc in priority_classes():
+    settings.queueing.worker_limit = ours.worker_limit or None
+    settings.queueing.idle_timeout = ours.worker_idle_seconds
+    for pc in priority_classes():  # three small writes, once, before any watch matters
         kube.apply_if_changed(pc)
+    periodic.start(memo, state, settings, kw)

@@ -1,0 +1,126 @@
+"""What the operator process holds between calls: its settings and per-object state.
+
+Built once at start-up and kept in kopf's memo, so every handler and periodic loop gets
+the same instance and no module holds state of its own. Per-object state is keyed by the
+object's UID: a service deleted and created again under the same name is a new object and
+starts fresh. The resync loop drops the state of objects that are gone.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from controllers.prometheus_source import PrometheusSource
+from controllers.settings import Settings
+from gpuserve.autoscaling import MetricSample, PolicyMemory
+
+T = TypeVar("T")
+RATE_WINDOW_S = 15.0  # the rate() window of the autoscaler's Prometheus queries
+
+
+class PerObject(Generic[T]):
+    """A value per object UID, created on first use, dropped by ``retain``."""
+
+    def __init__(self, factory: Callable[[], T]) -> None:
+        self._factory = factory
+        self._items: dict[str, T] = {}
+        self._lock = threading.Lock()
+
+    def get(self, uid: str) -> T:
+        with self._lock:
+            item = self._items.get(uid)
+            if item is None:
+                item = self._items[uid] = self._factory()
+            return item
+
+    def retain(self, uids: Iterable[str]) -> int:
+        """Forget every object not in ``uids``; returns how many were forgotten."""
+        keep = set(uids)
+        with self._lock:
+            gone = [uid for uid in self._items if uid not in keep]
+            for uid in gone:
+                del self._items[uid]
+        return len(gone)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class RecentWrites:
+    """Writes whose effect kopf's index does not show yet.
+
+    The index learns of our own write a moment later, through the watch; until then a
+    reconcile would see the old object, write the same thing again and announce it again.
+    A write is remembered with what the index showed when it was sent: while the index
+    still shows exactly that, the write is in flight and is not repeated. Once the index
+    shows anything else (our write, or someone else's change), the entry is dropped and the
+    usual comparison decides.
+    """
+
+    def __init__(self) -> None:
+        self._sent: dict[tuple[str, str], tuple[object, object]] = {}
+        self._lock = threading.Lock()
+
+    def in_flight(self, key: tuple[str, str], desired: object, seen: object) -> bool:
+        with self._lock:
+            entry = self._sent.get(key)
+            if entry is None:
+                return False
+            if entry == (desired, seen):
+                return True
+            del self._sent[key]
+            return False
+
+    def record(self, key: tuple[str, str], desired: object, seen: object) -> None:
+        with self._lock:
+            self._sent[key] = (desired, seen)
+
+
+@dataclass
+class ScalingMemory:
+    """The autoscaler's memory of one service: recent samples, the policy's own memory
+    (None until first read from status), and when it last warned about metrics."""
+
+    samples: deque[MetricSample] = field(default_factory=lambda: deque(maxlen=512))
+    policy: PolicyMemory | None = None
+    last_warning: float | None = None
+
+
+@dataclass
+class OperatorState:
+    settings: Settings
+    prometheus: PrometheusSource | None = None
+    locks: PerObject[threading.Lock] = field(default_factory=lambda: PerObject(threading.Lock))
+    scaling: PerObject[ScalingMemory] = field(default_factory=lambda: PerObject(ScalingMemory))
+    writes: PerObject[RecentWrites] = field(default_factory=lambda: PerObject(RecentWrites))
+
+    @classmethod
+    def start(cls, settings: Settings) -> OperatorState:
+        source = (
+            PrometheusSource(settings.prometheus_url, window=f"{RATE_WINDOW_S:.0f}s")
+            if settings.prometheus_url
+            else None
+        )
+        return cls(settings=settings, prometheus=source)
+
+    def retain(self, uids: Iterable[str]) -> None:
+        keep = set(uids)
+        self.locks.retain(keep)
+        self.scaling.retain(keep)
+        self.writes.retain(keep)
+
+
+def state_of(kw: dict[str, Any]) -> OperatorState:
+    """The operator's state from a handler's keyword arguments (kopf's memo)."""
+    state: OperatorState = kw["memo"].state
+    return state
+
+
+def uid_of(body: dict[str, Any]) -> str:
+    meta = body["metadata"]
+    # An object read back without a UID (never from the API server) falls back to its key.
+    return str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta['name']}")
