@@ -107,7 +107,7 @@ BINDINGS: dict[str, tuple[str, str | None]] = {
 }
 # Producers of the objects passed to kube.apply_if_changed, per calling function.
 APPLY_SOURCES: dict[tuple[str, str], str] = {
-    ("controllers.converging", "_converge"): "children",
+    ("controllers.converging", "_apply"): "children",
     ("controllers.startup", "configure"): "priority_classes",
 }
 KIND_RESOURCES = {
