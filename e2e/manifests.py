@@ -1,8 +1,17 @@
-"""Manifests the tests and benchmarks share: the catalogue sleeper service, the local class."""
+"""Manifests the tests and benchmarks share: the catalogue sleeper service, the local class,
+the examples and the operator's rendering of them."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import yaml
+
+from gpuserve.api.models import AcceleratorClassSpec, parse_inference_service
+from gpuserve.resources.rendering import PoolPlan, RenderInput, render_children
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 H100_PRODUCT = "NVIDIA-H100-80GB-HBM3"
 
@@ -64,3 +73,33 @@ def sleeper_service(
         "metadata": {"name": name},
         "spec": spec,
     }
+
+
+def example(name: str) -> dict[str, Any]:
+    """The single document of examples/<name>.yaml."""
+    body: dict[str, Any] = yaml.safe_load((EXAMPLES / f"{name}.yaml").read_text())
+    return body
+
+
+def example_classes() -> dict[str, AcceleratorClassSpec]:
+    """The classes of examples/accelerator-classes.yaml by name."""
+    text = (EXAMPLES / "accelerator-classes.yaml").read_text()
+    return {
+        doc["metadata"]["name"]: AcceleratorClassSpec.model_validate(doc["spec"])
+        for doc in yaml.safe_load_all(text)
+    }
+
+
+def rendered_on_h100(
+    body: dict[str, Any], replicas: int, extra_pod_labels: dict[str, str]
+) -> list[dict[str, Any]]:
+    """The operator's children for an InferenceService body with ``replicas`` pods planned
+    on the example h100 class."""
+    return render_children(
+        RenderInput(
+            service=parse_inference_service(body),
+            classes=example_classes(),
+            pools={"h100": PoolPlan(replicas=replicas)},
+            extra_pod_labels=extra_pod_labels,
+        )
+    )

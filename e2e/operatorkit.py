@@ -9,15 +9,18 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from e2e.cluster.testkit import ClusterHandle, wait_for
+from e2e.manifests import EXAMPLES
+from e2e.startstop import StartStop
 from gpuserve.api.models import GROUP
 from gpuserve.resources.naming import CLASSES_PLURAL, SERVICES_PLURAL
 
 REPO = Path(__file__).resolve().parents[1]
 CRDS = REPO / "crds"
-EXAMPLE_CLASSES = REPO / "examples" / "accelerator-classes.yaml"
+EXAMPLE_CLASSES = EXAMPLES / "accelerator-classes.yaml"
 
 
 def free_port() -> int:
@@ -50,7 +53,7 @@ def install_classes(cluster: ClusterHandle, path: Path = EXAMPLE_CLASSES) -> Non
     cluster.kubectl("apply", "-f", str(path))
 
 
-class OperatorProcess:
+class OperatorProcess(StartStop):
     """The operator as a child process: `python -m controllers.entrypoint`."""
 
     def __init__(
@@ -106,6 +109,9 @@ class OperatorProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def _running(self) -> bool:
+        return self.alive()
+
     def kill9(self) -> None:
         """Crash it: SIGKILL, no chance to clean up (as a node failure would)."""
         if self.proc is not None and self.proc.poll() is None:
@@ -130,6 +136,15 @@ class OperatorProcess:
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+
+def operator_with_classes(cluster: ClusterHandle, log_dir: Path) -> Iterator[OperatorProcess]:
+    """The body of a fixture: the CRDs and example classes installed, then an operator that
+    runs until the fixture ends."""
+    install_crds(cluster)
+    install_classes(cluster)
+    with OperatorProcess(cluster, log_dir / "operator.log") as proc:
+        yield proc
 
 
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE", "APPLY")

@@ -30,7 +30,7 @@ from kubernetes.client.exceptions import ApiException
 from e2e.chaoskit import record, unexpected_tracebacks, writes_by_resource
 from e2e.cluster.testkit import ClusterHandle, tolerating, wait_for
 from e2e.fuzz_fields import CLASS, SERVICE, base_body, fuzz_table, mutate
-from e2e.operatorkit import OperatorProcess, install_classes, install_crds, settle
+from e2e.operatorkit import OperatorProcess, operator_with_classes, settle
 from gpuserve.api.models import GROUP, VERSION
 from gpuserve.resources.naming import CLASSES_PLURAL, SERVICES_PLURAL
 
@@ -46,7 +46,7 @@ QUIET_WINDOW_S = 20.0
 MAX_QUIET_WRITES_PER_OBJECT = 2.0
 OPERATOR_RESOURCES = (
     "configmaps/", "deployments/", "services/", "poddisruptionbudgets/", "pods/",
-    "inferenceservices/status", "acceleratorclasses/status",
+    f"{SERVICES_PLURAL}/status", f"{CLASSES_PLURAL}/status",
 )
 # A rejection names the field: `spec.batching.maxBatchSize: Invalid value`, `unknown
 # field "spec.x"` (x may be any unicode), `metadata.name: Invalid value`, or for metadata
@@ -202,13 +202,7 @@ def operator_writes(cluster: ClusterHandle) -> float:
 @pytest.fixture(scope="module")
 def operator(cluster: ClusterHandle,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:
-    install_crds(cluster)
-    install_classes(cluster)
-    proc = OperatorProcess(cluster, tmp_path_factory.mktemp("fuzz") / "operator.log").start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
+    yield from operator_with_classes(cluster, tmp_path_factory.mktemp("fuzz"))
 
 
 def _drain_services(custom: client.CustomObjectsApi, namespace: str) -> None:

@@ -37,6 +37,7 @@ from e2e.test_helm import (
     manifests,
     uninstall,
 )
+from gpuserve.resources.naming import SERVICES_PLURAL
 
 pytestmark = pytest.mark.cluster
 
@@ -48,7 +49,7 @@ RECONCILE_WRITES = (
     "services/",
     "poddisruptionbudgets/",
     "pods/",
-    "inferenceservices/status",
+    f"{SERVICES_PLURAL}/status",
     "priorityclasses/",
 )
 
@@ -144,7 +145,7 @@ def test_reconciled_service_shows_no_drift_and_reapply_writes_nothing(
         settle(5)  # promotions and the autoscaler's first status land
         before = reconcile_writes(cluster)
         # The counters are keyed as expected (else the comparison below proves nothing).
-        assert before.get("inferenceservices/status", 0) > 0 and before.get("deployments/", 0) > 0
+        assert before.get(f"{SERVICES_PLURAL}/status", 0) > 0 and before.get("deployments/", 0) > 0
         cluster.kubectl("apply", "-n", namespace, "-f", str(client_side))
         cluster.kubectl("apply", "--server-side", "-n", namespace, "-f", str(server_side))
         settle(10)  # two autoscaler ticks; any watch event from the re-apply is handled by now

@@ -64,11 +64,8 @@ def operator(cluster: ClusterHandle, crds: None, tmp_path: Path,
              request: pytest.FixtureRequest) -> Iterator[OperatorProcess]:
     """A fresh operator per test; parametrize it indirectly with a dict to set its env."""
     env: dict[str, str] = getattr(request, "param", {})
-    proc = OperatorProcess(cluster, tmp_path / "operator.log", env=env).start()
-    try:
+    with OperatorProcess(cluster, tmp_path / "operator.log", env=env) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture

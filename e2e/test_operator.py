@@ -12,7 +12,8 @@ import yaml
 
 from e2e.cluster.testkit import ClusterHandle, wait_for
 from e2e.invalid_cases import CASES, Case, valid_service
-from e2e.operatorkit import OperatorProcess, install_classes, install_crds, settle, write_counts
+from e2e.operatorkit import OperatorProcess, operator_with_classes, settle, write_counts
+from gpuserve.resources.naming import SERVICES_PLURAL
 
 pytestmark = pytest.mark.cluster
 
@@ -21,13 +22,7 @@ pytestmark = pytest.mark.cluster
 def operator(
     cluster: ClusterHandle, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
-    install_crds(cluster)
-    install_classes(cluster)
-    proc = OperatorProcess(cluster, tmp_path_factory.mktemp("operator") / "operator.log").start()
-    try:
-        yield proc
-    finally:
-        proc.stop()
+    yield from operator_with_classes(cluster, tmp_path_factory.mktemp("operator"))
 
 
 def apply(
@@ -272,8 +267,8 @@ def test_steady_state_sends_no_writes(
         "services/",
         "poddisruptionbudgets/",
         "pods/",
-        "inferenceservices/",
-        "inferenceservices/status",
+        f"{SERVICES_PLURAL}/",
+        f"{SERVICES_PLURAL}/status",
     )
     grown = {
         k: after.get(k, 0) - before.get(k, 0)

@@ -23,13 +23,12 @@ import yaml
 from controllers.startup import priority_classes
 from e2e.cluster.testkit import ClusterHandle, wait_for
 from e2e.loadgen import Limits, LoadResult, Target, run_constant_rate
+from e2e.manifests import example, rendered_on_h100
 from e2e.operatorkit import install_crds
 from e2e.prometheus import prometheus_available
 from e2e.runner import LocalDataPlane, RunnerSettings
 from e2e.triton import triton_available
 from e2e.triton.process import pid_alive
-from gpuserve.api.models import AcceleratorClassSpec, parse_inference_service
-from gpuserve.resources.rendering import PoolPlan, RenderInput, render_children
 
 pytestmark = [
     pytest.mark.cluster,
@@ -38,7 +37,6 @@ pytestmark = [
     pytest.mark.skipif(not triton_available(), reason="tritonserver wheel not installed"),
     pytest.mark.skipif(not prometheus_available(), reason="prometheus not installed"),
 ]
-REPO = Path(__file__).resolve().parents[2]
 SERVICE = "sleeper-chat"
 WAIT_S = 60.0
 
@@ -50,23 +48,12 @@ def kubectl_json(cluster: ClusterHandle, *args: str) -> Any:
 def deploy_rendered(cluster: ClusterHandle, namespace: str, replicas: int) -> None:
     """Creates the InferenceService (the runner reads its storageUri) and applies the
     operator's rendering of its ConfigMap and h100 Deployment."""
-    body = yaml.safe_load((REPO / "examples" / "sleeper-interactive.yaml").read_text())
+    body = example("sleeper-interactive")
     body["spec"]["triton"] = {"exitTimeoutSeconds": 5}
     body["metadata"]["namespace"] = namespace
     cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(body))
     live = kubectl_json(cluster, "get", "inferenceservice", SERVICE, "-n", namespace)
-    classes = {
-        doc["metadata"]["name"]: AcceleratorClassSpec.model_validate(doc["spec"])
-        for doc in yaml.safe_load_all((REPO / "examples" / "accelerator-classes.yaml").read_text())
-    }
-    children = render_children(
-        RenderInput(
-            service=parse_inference_service(live),
-            classes=classes,
-            pools={"h100": PoolPlan(replicas=replicas)},
-            extra_pod_labels={"gpuserve.io/readiness": "external"},
-        )
-    )
+    children = rendered_on_h100(live, replicas, {"gpuserve.io/readiness": "external"})
     # The operator creates its PriorityClasses at start-up; no operator runs here.
     cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(priority_classes()))
     wanted = [

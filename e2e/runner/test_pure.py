@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from e2e.manifests import example, rendered_on_h100
 from e2e.runner import (
     InstanceInfo,
     cpu_config,
@@ -18,29 +18,15 @@ from e2e.runner import (
     translate_args,
     write_pod_repository,
 )
-from gpuserve.api.models import AcceleratorClassSpec, parse_inference_service
-from gpuserve.resources.rendering import PoolPlan, RenderInput, render_children
 
-REPO = Path(__file__).resolve().parents[2]
 EXTERNAL = {"gpuserve.io/readiness": "external"}
 
 
 def rendered(extra_labels: dict[str, str] | None = None) -> tuple[dict[str, Any], str]:
     """The operator's Deployment pod template and config.pbtxt for the interactive example."""
-    svc_body = yaml.safe_load((REPO / "examples" / "sleeper-interactive.yaml").read_text())
+    svc_body = example("sleeper-interactive")
     svc_body["metadata"].update(namespace="team-a", uid="u-1")
-    classes = {
-        doc["metadata"]["name"]: AcceleratorClassSpec.model_validate(doc["spec"])
-        for doc in yaml.safe_load_all((REPO / "examples" / "accelerator-classes.yaml").read_text())
-    }
-    children = render_children(
-        RenderInput(
-            service=parse_inference_service(svc_body),
-            classes=classes,
-            pools={"h100": PoolPlan(replicas=1)},
-            extra_pod_labels=EXTERNAL if extra_labels is None else extra_labels,
-        )
-    )
+    children = rendered_on_h100(svc_body, 1, EXTERNAL if extra_labels is None else extra_labels)
     config = next(c for c in children if c["kind"] == "ConfigMap")["data"]["config.pbtxt"]
     template = next(c for c in children if c["kind"] == "Deployment")["spec"]["template"]
     return template, config
