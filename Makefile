@@ -4,13 +4,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup test lint typecheck imports unit e2e crds crds-check \
+.PHONY: help setup test lint typecheck imports unit e2e crds crds-check api-docs \
         cluster-build cluster-up cluster-down cluster-status demo bench
 
 help:
 	@echo "make demo            local cluster + operator + sample services under load"
 	@echo "make test            every check and test (what CI runs)"
-	@echo "make crds            regenerate crds/ from the pydantic models"
+	@echo "make crds            regenerate crds/ (and docs/api.md) from the pydantic models"
 	@echo "make cluster-up      start the local control plane with simulated GPU nodes"
 	@echo "make cluster-down    stop it; make cluster-status shows it"
 
@@ -26,12 +26,16 @@ imports: setup
 typecheck: setup
 	$(VENV)/bin/mypy
 
-crds: setup
+crds: setup api-docs
 	$(PY) -m gpuserve.api.crdgen --out crds
 	$(PY) -m gpuserve.api.crdgen --out charts/gpuserve/crds
+# The API reference is generated from the same models: its drift fails like the CRDs'.
 crds-check: setup
 	$(PY) -m gpuserve.api.crdgen --out crds --check
 	$(PY) -m gpuserve.api.crdgen --out charts/gpuserve/crds --check
+	$(PY) -m gpuserve.api.docgen --out docs/api.md --check
+api-docs: setup
+	$(PY) -m gpuserve.api.docgen --out docs/api.md
 
 unit: setup
 	$(PY) -m pytest -q tests -m "not cluster"

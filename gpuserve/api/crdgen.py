@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from gpuserve.api.generated import write_or_check
 from gpuserve.api.models import (
     GROUP,
     SERVICE_NAME_MESSAGE,
@@ -275,24 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         "--check", action="store_true", help="fail if the files differ from the models"
     )
     args = parser.parse_args(argv)
-    files = render_all()
-    stale = [
-        name
-        for name, text in files.items()
-        if not (args.out / name).exists() or (args.out / name).read_text() != text
-    ]
-    if args.check:
-        if stale:
-            print(f"crds out of date: {', '.join(stale)}; run `make crds`", file=sys.stderr)
-            return 1
-        print(f"crds up to date ({len(files)} files)")
-        return 0
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (args.out / name).write_text(text)
-    print(f"wrote {len(files)} CRDs to {args.out}/ ({len(stale)} changed)")
-    return 0
-
+    files = {args.out / name: text for name, text in render_all().items()}
+    return write_or_check(files, check=args.check, what="crds", make_target="crds")
 
 if __name__ == "__main__":
     sys.exit(main())
