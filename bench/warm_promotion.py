@@ -27,8 +27,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np
-import tritonclient.grpc as grpcclient
 import yaml
 
 from e2e.cluster.testkit import wait_for
@@ -41,6 +39,7 @@ from e2e.runner.stack import (
     local_stack,
     scratch_namespace,
 )
+from e2e.triton.requests import infer_sleeper
 from gpuserve.api.models import GROUP, VERSION
 from gpuserve.resources.naming import SERVICES_PLURAL
 
@@ -111,11 +110,7 @@ def ready_ips(discovery: Any, namespace: str, svc: str) -> set[str]:
 
 def infer_ok(address: str) -> bool:
     try:
-        client = grpcclient.InferenceServerClient(address)
-        data = grpcclient.InferInput("INPUT", [1, 4], "FP32")
-        data.set_data_from_numpy(np.ones((1, 4), np.float32))
-        client.infer("sleeper", [data], client_timeout=5)
-        client.close()
+        infer_sleeper(address, timeout_s=5)
         return True
     except Exception:
         return False

@@ -22,17 +22,10 @@ import pytest
 from e2e.cluster.testkit import ClusterHandle, wait_for
 from e2e.loadgen import Limits, LoadResult, Target, percentile, run_constant_rate
 from e2e.manifests import sleeper_service
-from e2e.prometheus import prometheus_available
+from e2e.marks import LOCAL_DATA_PLANE
 from e2e.runner.stack import Stack, apply, condition, events, local_stack, service_status
-from e2e.triton import triton_available
 
-pytestmark = [
-    pytest.mark.cluster,
-    pytest.mark.triton,
-    pytest.mark.prometheus,
-    pytest.mark.skipif(not triton_available(), reason="tritonserver wheel not installed"),
-    pytest.mark.skipif(not prometheus_available(), reason="prometheus not installed"),
-]
+pytestmark = LOCAL_DATA_PLANE
 
 SLO_MS = 150.0
 # One replica runs 40 ms + 2 ms/item batches of up to 8: it saturates near 140 req/s and

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
 from prometheus_api_client import PrometheusConnect
 
 from e2e.models import sleeper_config
@@ -20,6 +18,7 @@ from e2e.prometheus import (
 )
 from e2e.triton import TritonServer, triton_available, write_model
 from e2e.triton.process import pid_alive
+from e2e.triton.requests import infer_sleeper
 
 needs_prometheus = pytest.mark.skipif(
     not prometheus_available(), reason="prometheus not installed (apt-get install prometheus)"
@@ -77,12 +76,7 @@ def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
 @pytest.mark.triton
 @needs_prometheus
 def test_scrapes_triton_with_pod_labels_and_forgets_removed_target(triton: TritonServer) -> None:
-    client = grpcclient.InferenceServerClient(triton.grpc_url)
-    item = grpcclient.InferInput("INPUT", [1, 4], "FP32")
-    item.set_data_from_numpy(np.ones((1, 4), dtype=np.float32))
-    for _ in range(4):
-        client.infer("sleeper", [item])
-    client.close()
+    infer_sleeper(triton.grpc_url, 4)
 
     prometheus = PrometheusServer(scrape_interval_s=1.0).start()
     workdir, pid = prometheus.workdir, prometheus.pid

@@ -26,6 +26,7 @@ from e2e.triton import (
 )
 from e2e.triton.pbtxt import top_level_name
 from e2e.triton.process import pid_alive
+from e2e.triton.requests import infer_sleeper
 
 needs_triton = [
     pytest.mark.triton,
@@ -124,12 +125,7 @@ def test_metrics_expose_success_and_pending(triton: TritonServer) -> None:
         if now == before:
             break
         before = now
-    client = grpcclient.InferenceServerClient(triton.grpc_url)
-    item = grpcclient.InferInput("INPUT", [1, 4], "FP32")
-    item.set_data_from_numpy(np.ones((1, 4), dtype=np.float32))
-    for _ in range(3):
-        client.infer("sleeper", [item])
-    client.close()
+    infer_sleeper(triton.grpc_url, 3)
     deadline = time.monotonic() + 5
     while success() < before + 3 and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -25,7 +25,7 @@ import yaml
 from e2e.cluster.testkit import ClusterHandle, wait_for
 from e2e.loadgen import Limits, LoadResult, Target, run_constant_rate
 from e2e.manifests import H100_PRODUCT, LOCAL_CLASS, sleeper_service
-from e2e.prometheus import prometheus_available
+from e2e.marks import LOCAL_DATA_PLANE
 from e2e.runner.stack import (
     Stack,
     apply,
@@ -37,15 +37,8 @@ from e2e.runner.stack import (
     service_pods,
     service_status,
 )
-from e2e.triton import triton_available
 
-pytestmark = [
-    pytest.mark.cluster,
-    pytest.mark.triton,
-    pytest.mark.prometheus,
-    pytest.mark.skipif(not triton_available(), reason="tritonserver wheel not installed"),
-    pytest.mark.skipif(not prometheus_available(), reason="prometheus not installed"),
-]
+pytestmark = LOCAL_DATA_PLANE
 
 H100 = H100_PRODUCT
 WAIT_S = 120.0

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from e2e.models import resolve_demo_uri
 from e2e.triton import emulate_on_python_backend, write_model
+from e2e.triton.validate import instance_groups_on_cpu
 
 
 def cpu_config(config_pbtxt: str) -> tuple[str, list[str]]:
@@ -24,14 +25,7 @@ def cpu_config(config_pbtxt: str) -> tuple[str, list[str]]:
     text_format.Parse(config_pbtxt, config)  # a bad config fails here, naming line:column
     if config.backend != "python" or config.platform:
         return emulate_on_python_backend(config_pbtxt)
-    changes: list[str] = []
-    for group in config.instance_group:
-        if group.kind == pb.ModelInstanceGroup.KIND_GPU:
-            changes.append(f"instance_group {group.name or '#'} KIND_GPU -> KIND_CPU")
-            group.kind = pb.ModelInstanceGroup.KIND_CPU
-        if group.gpus:
-            changes.append("instance_group gpus dropped")
-            del group.gpus[:]
+    changes = instance_groups_on_cpu(config)
     return text_format.MessageToString(config), changes
 
 

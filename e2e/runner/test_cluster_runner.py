@@ -24,19 +24,12 @@ from controllers.startup import priority_classes
 from e2e.cluster.testkit import ClusterHandle, wait_for
 from e2e.loadgen import Limits, LoadResult, Target, run_constant_rate
 from e2e.manifests import example, rendered_on_h100
+from e2e.marks import LOCAL_DATA_PLANE
 from e2e.operatorkit import install_crds
-from e2e.prometheus import prometheus_available
 from e2e.runner import LocalDataPlane, RunnerSettings
-from e2e.triton import triton_available
 from e2e.triton.process import pid_alive
 
-pytestmark = [
-    pytest.mark.cluster,
-    pytest.mark.triton,
-    pytest.mark.prometheus,
-    pytest.mark.skipif(not triton_available(), reason="tritonserver wheel not installed"),
-    pytest.mark.skipif(not prometheus_available(), reason="prometheus not installed"),
-]
+pytestmark = LOCAL_DATA_PLANE
 SERVICE = "sleeper-chat"
 WAIT_S = 60.0
 

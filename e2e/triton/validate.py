@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from e2e.startstop import StartStop
 from e2e.triton.pbtxt import top_level_name
@@ -59,6 +60,22 @@ class ValidationResult:
         return "ok" if self.ok else "; ".join(self.errors) or "Triton rejected the model"
 
 
+def instance_groups_on_cpu(config: Any) -> list[str]:
+    """Turns a parsed ModelConfig's ``KIND_GPU`` instance groups into ``KIND_CPU`` without a
+    ``gpus`` list (this Triton has no GPU); returns the changes made."""
+    from tritonclient.grpc import model_config_pb2
+
+    changes: list[str] = []
+    for group in config.instance_group:
+        if group.kind == model_config_pb2.ModelInstanceGroup.KIND_GPU:
+            changes.append(f"instance_group {group.name or '#'} KIND_GPU -> KIND_CPU")
+            group.kind = model_config_pb2.ModelInstanceGroup.KIND_CPU
+        if group.gpus:
+            changes.append("instance_group gpus dropped")
+            del group.gpus[:]
+    return changes
+
+
 def emulate_on_python_backend(config_pbtxt: str) -> tuple[str, list[str]]:
     """Rewrites a config so this CPU-only Triton (Python backend only) can load it.
 
@@ -84,13 +101,7 @@ def emulate_on_python_backend(config_pbtxt: str) -> tuple[str, list[str]]:
         if config.backend:
             changes.append(f"backend {config.backend!r} -> 'python'")
         config.backend = "python"
-    for group in config.instance_group:
-        if group.kind == model_config_pb2.ModelInstanceGroup.KIND_GPU:
-            changes.append(f"instance_group {group.name or '#'} KIND_GPU -> KIND_CPU")
-            group.kind = model_config_pb2.ModelInstanceGroup.KIND_CPU
-        if group.gpus:
-            changes.append("instance_group gpus dropped")
-            del group.gpus[:]
+    changes += instance_groups_on_cpu(config)
     for name in ("default_model_filename", "cc_model_filenames", "optimization"):
         if config.HasField(name) if name == "optimization" else bool(getattr(config, name)):
             changes.append(f"{name} dropped")
