@@ -255,24 +255,13 @@ def test_cli_prints_summary_and_refuses_remote_endpoints(
         "--model",
         "sleeper",
     ]
-    done = subprocess.run(
-        [*base, "--endpoint", triton.grpc_url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO_ROOT,
-        env=env,
-        check=False,
-    )
+
+    def run_cli(endpoint: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*base, "--endpoint", endpoint], capture_output=True, text=True,
+                              timeout=60, cwd=REPO_ROOT, env=env, check=False)
+
+    done = run_cli(triton.grpc_url)
     assert done.returncode == 0, done.stderr
     assert "p95_ms" in done.stdout and re.search(r"^sent\s+20$", done.stdout, re.M)
-    refused = subprocess.run(
-        [*base, "--endpoint", "192.0.2.1:8001"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO_ROOT,
-        env=env,
-        check=False,
-    )
+    refused = run_cli("192.0.2.1:8001")
     assert refused.returncode == 2 and "only 127.0.0.0/8 or localhost" in refused.stderr

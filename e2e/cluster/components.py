@@ -114,22 +114,30 @@ def apiserver(state: StateLayout, ports: Ports, pki: Pki) -> Daemon:
                   f"https://127.0.0.1:{ports.apiserver}/readyz", "admin")
 
 
-def controller_manager(state: StateLayout, ports: Ports, pki: Pki) -> Daemon:
-    kubeconfig = state.kubeconfigs / "controller-manager.kubeconfig"
-    argv = [
-        _controlplane(CONTROLLER_MANAGER),
+def _loopback_client_flags(kubeconfig: Path, port: int) -> list[str]:
+    """What the controller manager and the scheduler share: one kubeconfig for the API and
+    for checking their own callers, HTTPS on loopback only, one instance (no election)."""
+    return [
         f"--kubeconfig={kubeconfig}",
         f"--authentication-kubeconfig={kubeconfig}",
         f"--authorization-kubeconfig={kubeconfig}",
         "--bind-address=127.0.0.1",
-        f"--secure-port={ports.controller_manager}",
+        f"--secure-port={port}",
         "--leader-elect=false",
+        "--profiling=false",
+    ]
+
+
+def controller_manager(state: StateLayout, ports: Ports, pki: Pki) -> Daemon:
+    kubeconfig = state.kubeconfigs / "controller-manager.kubeconfig"
+    argv = [
+        _controlplane(CONTROLLER_MANAGER),
+        *_loopback_client_flags(kubeconfig, ports.controller_manager),
         "--use-service-account-credentials=true",
         f"--service-account-private-key-file={pki.sa_private_key}",
         f"--root-ca-file={pki.ca_cert}",
         f"--controllers={','.join(CONTROLLERS)}",
         f"--cluster-name={settings.CLUSTER_NAME}",
-        "--profiling=false",
     ]
     return Daemon(CONTROLLER_MANAGER, argv, ports.controller_manager,
                   f"https://127.0.0.1:{ports.controller_manager}/healthz", "insecure")
@@ -139,13 +147,7 @@ def scheduler(state: StateLayout, ports: Ports) -> Daemon:
     kubeconfig = state.kubeconfigs / "scheduler.kubeconfig"
     argv = [
         _controlplane(SCHEDULER),
-        f"--kubeconfig={kubeconfig}",
-        f"--authentication-kubeconfig={kubeconfig}",
-        f"--authorization-kubeconfig={kubeconfig}",
-        "--bind-address=127.0.0.1",
-        f"--secure-port={ports.scheduler}",
-        "--leader-elect=false",
-        "--profiling=false",
+        *_loopback_client_flags(kubeconfig, ports.scheduler),
     ]
     return Daemon(SCHEDULER, argv, ports.scheduler,
                   f"https://127.0.0.1:{ports.scheduler}/healthz", "insecure")

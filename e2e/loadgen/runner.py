@@ -10,10 +10,12 @@ workers each send their next request as soon as the previous one answers.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
 
 from tritonclient.utils import InferenceServerException
 
@@ -21,6 +23,9 @@ from e2e.loadgen.client import ConnectionPool, Payload
 from e2e.loadgen.endpoints import EndpointRotation, EndpointSource
 from e2e.loadgen.results import LoadResult, RequestRecord
 from e2e.loadgen.trace import Arrival, constant_rate_arrivals, read_trace
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 NO_ENDPOINT = "no endpoint available"
 CLIENT_OVERLOAD = "client in-flight limit reached"
@@ -233,11 +238,19 @@ async def closed_loop_async(
     return run.result("closed", stop["by"], params)
 
 
-def replay(
-    arrivals: Sequence[Arrival], target: Target, limits: Limits = Limits(), mode: str = "trace"
-) -> LoadResult:
-    """Synchronous :func:`replay_async`."""
-    return asyncio.run(replay_async(arrivals, target, limits, mode))
+def _synchronous(loop: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, R]:
+    """The coroutine function run to completion on a fresh event loop, same arguments."""
+
+    @functools.wraps(loop)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        return asyncio.run(loop(*args, **kwargs))
+
+    return run
+
+
+# The synchronous forms of the two loops.
+replay = _synchronous(replay_async)
+run_closed_loop = _synchronous(closed_loop_async)
 
 
 def run_trace(
@@ -276,14 +289,3 @@ def run_constant_rate(
     result = replay(constant_rate_arrivals(rate_per_s, duration_s), target, limits, mode="rate")
     result.params["rate_per_s"] = rate_per_s
     return result
-
-
-def run_closed_loop(
-    target: Target,
-    concurrency: int,
-    duration_s: float,
-    limits: Limits = Limits(),
-    warmup_s: float = 0.0,
-) -> LoadResult:
-    """Synchronous :func:`closed_loop_async`."""
-    return asyncio.run(closed_loop_async(target, concurrency, duration_s, limits, warmup_s))
