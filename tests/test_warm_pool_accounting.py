@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from controllers.startup import priority_classes
-from gpuserve.api.models import AcceleratorClassSpec
-from gpuserve.placement.capacity import NodeInfo, PodRequest, class_capacity
-from gpuserve.placement.planning import ClassCapacity, PoolNow, PoolsPlan, plan_pools
-from gpuserve.placement.roles import DELETION_COST, RELIEVED_COST, PodState, assign_roles
+from e2e.invalid_cases import valid_service
+from gpuserve.api.models import AcceleratorClassSpec, parse_inference_service
+from gpuserve.placement.capacity import PRODUCT_LABEL, NodeInfo, PodRequest, class_capacity
+from gpuserve.placement.planning import ClassCapacity, PoolsPlan
+from gpuserve.placement.roles import DELETION_COST, RELIEVED_COST, PodState
+from gpuserve.placement.service_plan import ClusterView, plan_service
 
 ORDER = ["h100", "l4"]
 
@@ -42,40 +44,28 @@ def pod(
 def plan_for(
     pods: Sequence[PodState], *, desired: int, warm: int, free: int = 100, preemptible: int = 0
 ) -> tuple[dict[str, tuple[str, str]], PoolsPlan]:
-    """One reconcile's decisions: roles (pod -> (role, cost)) and the Deployment sizes."""
-    changes = {
-        c.pod: (c.role, c.deletion_cost)
-        for c in assign_roles(pods, desired_serving=desired, order=ORDER)
-    }
-    roles = {p.name: changes.get(p.name, (p.role, p.deletion_cost or ""))[0] for p in pods}
-
-    def now(standby: bool) -> dict[str, PoolNow]:
-        mine = [p for p in pods if p.standby == standby]
-        return {
-            c: PoolNow(
-                scheduled=sum(1 for p in mine if p.accelerator_class == c and p.node),
-                pending=sum(1 for p in mine if p.accelerator_class == c and not p.node),
-            )
-            for c in ORDER
-        }
-
-    promoted: dict[str, int] = {}
-    for p in pods:
-        if p.standby and roles[p.name] == "serving":
-            promoted[p.accelerator_class] = promoted.get(p.accelerator_class, 0) + 1
-    plan = plan_pools(
-        desired=desired,
-        warm_pool=warm,
-        order=ORDER,
-        serving_now=now(False),
-        standby_now=now(True),
-        standby_serving=promoted,
-        capacity={
-            "h100": ClassCapacity(free=free, total=100, preemptible=preemptible),
-            "l4": ClassCapacity(free=0, total=0),
-        },
+    """One reconcile's decisions: roles (pod -> (role, cost)) and the Deployment sizes, from
+    the operator's own plan. The h100 node has 100 GPUs: ``free`` of them free, and
+    ``preemptible`` held by another service's standby pods; there is no L4 node."""
+    body = valid_service("svc")
+    body["spec"]["accelerators"] = {"classes": ORDER}
+    body["spec"]["scaling"] = {"minReplicas": 0, "maxReplicas": 100, "warmPool": warm}
+    classes = {c: AcceleratorClassSpec.model_validate({"gpuProduct": c.upper()}) for c in ORDER}
+    gpu = "nvidia.com/gpu"
+    cluster = ClusterView(
+        classes=classes,
+        nodes=[NodeInfo("h", {PRODUCT_LABEL: "H100"}, {gpu: 100})],
+        gpu_pods=[
+            PodRequest("h", {gpu: 100 - free - preemptible}, owner="ns/other"),
+            PodRequest("h", {gpu: preemptible}, preemptible=True, owner="ns/other"),
+        ],
+        pods=pods,
     )
-    return changes, plan
+    plan = plan_service(
+        parse_inference_service(body).spec, owner="ns/svc", cluster=cluster, desired=desired
+    )
+    assert plan.pools is not None and plan.order == ORDER
+    return {c.pod: (c.role, c.deletion_cost) for c in plan.roles}, plan.pools
 
 
 def test_settled_pool_sizes_are_serving_plus_warm() -> None:
