@@ -53,6 +53,24 @@ def install_classes(cluster: ClusterHandle, path: Path = EXAMPLE_CLASSES) -> Non
     cluster.kubectl("apply", "-f", str(path))
 
 
+def healthz_ok(port: int) -> bool:
+    """Whether an operator's liveness endpoint on loopback ``port`` answers 200."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def delete_services(cluster: ClusterHandle, namespace: str, timeout_s: int = 60) -> None:
+    """Deletes the namespace's InferenceServices and waits up to ``timeout_s`` for them to
+    go; a timeout is left to the caller's own checks (kubectl's failure is not raised)."""
+    cluster.kubectl(
+        "delete", SERVICES_PLURAL, "--all", "-n", namespace, "--wait=true",
+        f"--timeout={timeout_s}s", check=False, timeout=timeout_s + 30,
+    )
+
+
 class OperatorProcess(StartStop):
     """The operator as a child process: `python -m controllers.entrypoint`."""
 
@@ -100,11 +118,7 @@ class OperatorProcess(StartStop):
     def _live(self) -> bool:
         if self.proc is None or self.proc.poll() is not None:
             raise AssertionError(f"operator exited early; log:\n{self.log_tail()}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
+        return healthz_ok(self.port)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -14,10 +14,9 @@ from typing import Any
 import yaml
 
 from e2e.cluster.testkit import ClusterHandle
-from e2e.operatorkit import OperatorProcess, install_classes, install_crds
+from e2e.operatorkit import OperatorProcess, delete_services, install_classes, install_crds
 from e2e.runner.dataplane import LocalDataPlane
 from e2e.runner.runner import RunnerSettings
-from gpuserve.resources.naming import SERVICES_PLURAL
 
 EXTERNAL_READINESS = "gpuserve.io/readiness=external"
 
@@ -61,17 +60,7 @@ def local_stack(
             # Delete the services while the operator still runs, so their pods' Triton
             # processes are stopped by the runner that started them.
             for namespace in sorted(namespaces or ()):
-                cluster.kubectl(
-                    "delete",
-                    SERVICES_PLURAL,
-                    "--all",
-                    "-n",
-                    namespace,
-                    "--wait=true",
-                    "--timeout=60s",
-                    check=False,
-                    timeout=90,
-                )
+                delete_services(cluster, namespace)
             operator.stop()
 
 
