@@ -41,6 +41,14 @@ def pod(
     )
 
 
+# The settled state of a service with one serving pod and a warm pool of two.
+ONE_SERVING_TWO_WARM = (
+    pod("s1", "serving", standby=False),
+    pod("w1", "warm", standby=True),
+    pod("w2", "warm", standby=True),
+)
+
+
 def plan_for(
     pods: Sequence[PodState], *, desired: int, warm: int, free: int = 100, preemptible: int = 0
 ) -> tuple[dict[str, tuple[str, str]], PoolsPlan]:
@@ -69,11 +77,7 @@ def plan_for(
 
 
 def test_settled_pool_sizes_are_serving_plus_warm() -> None:
-    pods = [
-        pod("s1", "serving", standby=False),
-        pod("w1", "warm", standby=True),
-        pod("w2", "warm", standby=True),
-    ]
+    pods = ONE_SERVING_TWO_WARM
     changes, plan = plan_for(pods, desired=1, warm=2, free=0)
     assert changes == {}
     assert plan.serving == {"h100": 1, "l4": 0} and plan.standby == {"h100": 2, "l4": 0}
@@ -86,11 +90,7 @@ def test_fresh_service_plans_both_deployments() -> None:
 
 
 def test_scale_up_promotes_a_standby_pod_at_once_and_refills_behind_it() -> None:
-    pods = [
-        pod("s1", "serving", standby=False),
-        pod("w1", "warm", standby=True),
-        pod("w2", "warm", standby=True),
-    ]
+    pods = ONE_SERVING_TWO_WARM
     changes, plan = plan_for(pods, desired=2, warm=2)
     # The fast path: one label flip on a loaded standby pod.
     assert changes == {"w1": ("serving", "100")}
@@ -140,11 +140,7 @@ def test_scale_down_demotes_standby_pods_first_and_deletes_surplus_serving_pods(
 def test_a_serving_standby_pod_keeps_its_place_when_the_cluster_is_full() -> None:
     # No free GPU: the serving-priority pod can't be placed (a service does not preempt its
     # own warm pool), so the promoted standby pod keeps serving and the warm pool is short.
-    pods = [
-        pod("s1", "serving", standby=False),
-        pod("w1", "warm", standby=True),
-        pod("w2", "warm", standby=True),
-    ]
+    pods = ONE_SERVING_TWO_WARM
     changes, plan = plan_for(pods, desired=2, warm=2, free=0)
     assert changes == {"w1": ("serving", "100")}
     assert plan.serving["h100"] == 1 and plan.standby["h100"] == 2
