@@ -54,6 +54,12 @@ def wait_condition(
     return wait_for(probe, timeout, f"{name} {type_}={status}")
 
 
+def apply_ready(cluster: ClusterHandle, namespace: str, name: str) -> dict[str, Any]:
+    """A valid service applied, once it is Ready."""
+    apply(cluster, valid_service(name), namespace)
+    return wait_condition(cluster, namespace, name, "Ready", "True", timeout=90)
+
+
 def test_crds_are_explained(operator: OperatorProcess, cluster: ClusterHandle) -> None:
     out = cluster.kubectl("explain", "inferenceservice.spec.batching").stdout
     assert "maxQueueDelay" in out and "batcher may hold a request" in out
@@ -222,8 +228,7 @@ def test_batching_change_updates_config_and_rolls_pods(
 def test_delete_garbage_collects_children(
     operator: OperatorProcess, cluster: ClusterHandle, namespace: str
 ) -> None:
-    apply(cluster, valid_service("gone"), namespace)
-    wait_condition(cluster, namespace, "gone", "Ready", "True", timeout=90)
+    apply_ready(cluster, namespace, "gone")
     cluster.kubectl(
         "delete", "inferenceservice", "gone", "-n", namespace, "--wait=true", "--timeout=60s"
     )
@@ -241,8 +246,7 @@ def test_delete_garbage_collects_children(
 def test_steady_state_sends_no_writes(
     operator: OperatorProcess, cluster: ClusterHandle, namespace: str
 ) -> None:
-    apply(cluster, valid_service("quiet"), namespace)
-    wait_condition(cluster, namespace, "quiet", "Ready", "True", timeout=90)
+    apply_ready(cluster, namespace, "quiet")
     # The autoscaler's first evaluation records its verdict (here: no Prometheus, hold).
     wait_condition(cluster, namespace, "quiet", "MetricsAvailable", "False", timeout=60)
     settle(5)  # let promotions, events and status land
@@ -281,8 +285,7 @@ def test_steady_state_sends_no_writes(
 def test_drift_on_a_child_is_corrected(
     operator: OperatorProcess, cluster: ClusterHandle, namespace: str
 ) -> None:
-    apply(cluster, valid_service("drift"), namespace)
-    wait_condition(cluster, namespace, "drift", "Ready", "True", timeout=90)
+    apply_ready(cluster, namespace, "drift")
     cluster.kubectl(
         "patch",
         "configmap",
