@@ -11,6 +11,7 @@ import contextvars
 import datetime
 import json
 import logging
+import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,7 +28,12 @@ from gpuserve.api.models import API_VERSION, InferenceService, parse_inference_s
 from gpuserve.api.status import Condition, InferenceServiceStatus, PoolStatus
 from gpuserve.placement import service_plan
 from gpuserve.placement.service_plan import ServicePlan, plan_service
-from gpuserve.resources.naming import LABEL_ROLE, ROLE_SERVING, SERVICES_PLURAL
+from gpuserve.resources.naming import (
+    ANNOTATION_DEMOTED_AT,
+    LABEL_ROLE,
+    ROLE_SERVING,
+    SERVICES_PLURAL,
+)
 from gpuserve.resources.rendering import (
     PoolPlan,
     RenderInput,
@@ -149,6 +155,7 @@ def _converge(body: Obj, view: ClusterView, state: OperatorState) -> Outcome:
         desired=desired_serving(svc, status),
         # KEDA sizes the preferred class's Deployment; every ready pod serves.
         every_ready_pod_serves=svc.spec.scaling.engine == "keda",
+        now=time.time(),
     )
     if not plan.usable:
         message = "; ".join(i.message for i in plan.issues) or "no AcceleratorClass is usable"
@@ -209,11 +216,11 @@ def _apply(
         key, wanted = ("Pod", change.pod), (change.role, change.deletion_cost)
         if recent.in_flight(key, wanted, was):
             continue
+        annotations = {"controller.kubernetes.io/pod-deletion-cost": change.deletion_cost}
+        if change.demoted_at is not None:
+            annotations[ANNOTATION_DEMOTED_AT] = change.demoted_at
         patched = kube.patch_pod_metadata(
-            namespace,
-            change.pod,
-            labels={LABEL_ROLE: change.role},
-            annotations={"controller.kubernetes.io/pod-deletion-cost": change.deletion_cost},
+            namespace, change.pod, labels={LABEL_ROLE: change.role}, annotations=annotations
         )
         recent.record(key, wanted, was)
         if patched and was is not None and was.ready and was.role != change.role:

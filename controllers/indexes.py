@@ -19,6 +19,7 @@ from gpuserve.api.models import GROUP, VERSION, AcceleratorClassSpec
 from gpuserve.placement.capacity import NodeInfo, PodRequest
 from gpuserve.placement.roles import PodState
 from gpuserve.resources.naming import (
+    ANNOTATION_DEMOTED_AT,
     CLASSES_PLURAL,
     LABEL_CLASS,
     LABEL_POOL,
@@ -68,6 +69,13 @@ def _gpu_requests(spec: kopf.Spec) -> dict[str, int]:
             if key.startswith(GPU_PREFIX):
                 total[key] = total.get(key, 0) + _int(value)
     return total
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None  # hand-edited: treated as not draining
 
 
 def _epoch(stamp: str | None) -> float:
@@ -142,5 +150,6 @@ def service_pods(
         deletion_cost=annotations.get(DELETION_COST),
         created=_epoch(meta.get("creationTimestamp")),
         standby=labels.get(LABEL_POOL) == POOL_STANDBY,
+        demoted_at=_float(annotations.get(ANNOTATION_DEMOTED_AT)),
     )
     return {(namespace, labels[LABEL_SERVICE]): state}

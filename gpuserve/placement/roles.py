@@ -36,6 +36,13 @@ class PodState:
     deletion_cost: str | None = None
     created: float = 0.0  # epoch seconds, for start-up ages
     standby: bool = False  # a pod of the class's standby (warm-pool) Deployment
+    demoted_at: float | None = None  # epoch seconds it last stopped serving
+
+
+# How long a pod that stopped serving stays before its Deployment may shrink over it:
+# the Service and every client's endpoint list drop it first, and requests already sent
+# to it finish. Deleting it at once failed requests in flight.
+DRAIN_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -43,10 +50,24 @@ class RoleChange:
     pod: str
     role: str
     deletion_cost: str
+    demoted_at: str | None = None  # set when the pod stops serving
+
+
+def draining(pod: PodState, role: str, now: float) -> bool:
+    """A ready pod that stopped serving less than DRAIN_SECONDS ago (or stops now)."""
+    if role == ROLE_SERVING or not pod.ready or pod.deleting:
+        return False
+    if pod.role == ROLE_SERVING:
+        return True
+    return pod.demoted_at is not None and now - pod.demoted_at < DRAIN_SECONDS
 
 
 def assign_roles(
-    pods: Sequence[PodState], *, desired_serving: int, order: Sequence[str]
+    pods: Sequence[PodState],
+    *,
+    desired_serving: int,
+    order: Sequence[str],
+    now: float | None = None,
 ) -> list[RoleChange]:
     """Label changes that make exactly ``desired_serving`` ready pods serve (or all ready
     pods, if fewer): serving-priority pods before standby pods (a standby pod serves only
@@ -76,5 +97,10 @@ def assign_roles(
         ):
             cost = RELIEVED_COST
         if p.role != role or p.deletion_cost != cost:
-            changes.append(RoleChange(pod=p.name, role=role, deletion_cost=cost))
+            stamp = None
+            if now is not None and p.role == ROLE_SERVING and role != ROLE_SERVING:
+                stamp = f"{now:.3f}"
+            changes.append(
+                RoleChange(pod=p.name, role=role, deletion_cost=cost, demoted_at=stamp)
+            )
     return changes

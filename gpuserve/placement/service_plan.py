@@ -23,7 +23,7 @@ from gpuserve.placement.planning import (
     plan_pools,
     usable_classes,
 )
-from gpuserve.placement.roles import PodState, RoleChange, assign_roles
+from gpuserve.placement.roles import PodState, RoleChange, assign_roles, draining
 from gpuserve.resources.naming import ROLE_SERVING
 
 
@@ -103,11 +103,14 @@ def plan_service(
     cluster: ClusterView,
     desired: int,
     every_ready_pod_serves: bool = False,
+    now: float | None = None,
 ) -> ServicePlan:
     """Roles and Deployment sizes that bring ``desired`` serving pods (and the warm pool)
     as close as capacity allows. ``owner`` is "namespace/name" (a service never plans to
     preempt its own standby pods). With ``every_ready_pod_serves`` (an external scaler
-    owns the replica count) every ready pod serves and no pool is sized here."""
+    owns the replica count) every ready pod serves and no pool is sized here. With ``now``
+    (epoch seconds) demotions are stamped, and a pod that stopped serving keeps its place
+    in its Deployment while it drains (``roles.DRAIN_SECONDS``)."""
     order, issues = class_problems(spec, cluster.classes)
     if not order:
         return ServicePlan(
@@ -129,27 +132,34 @@ def plan_service(
         )
         mine = cluster.live_pods(c)
         capacity[c] = _after_scheduler(cap, [p for p in mine if p.unschedulable])
-        for now, standby in ((serving_now, False), (standby_now, True)):
+        for counts, standby in ((serving_now, False), (standby_now, True)):
             pool = [p for p in mine if p.standby == standby]
-            now[c] = PoolNow(
+            counts[c] = PoolNow(
                 scheduled=sum(1 for p in pool if p.node),
                 pending=sum(1 for p in pool if not p.node),
             )
     # Roles are decided first: the standby pods serving after them keep their place in
     # the standby Deployments (warm pool + promoted) until serving-priority pods relieve them.
-    roles = assign_roles(cluster.pods, desired_serving=desired, order=order)
+    roles = assign_roles(cluster.pods, desired_serving=desired, order=order, now=now)
     after = {c.pod: c.role for c in roles}
-    standby_serving: dict[str, int] = {}
+    # Standby pods that serve, or drain, keep their place in the standby Deployment;
+    # draining serving-priority pods keep theirs in the serving one.
+    standby_kept: dict[str, int] = {}
+    drain = 0
     for p in cluster.live_pods():
-        if p.standby and after.get(p.name, p.role) == ROLE_SERVING:
-            standby_serving[p.accelerator_class] = standby_serving.get(p.accelerator_class, 0) + 1
+        role = after.get(p.name, p.role)
+        held = role == ROLE_SERVING or (now is not None and draining(p, role, now))
+        if p.standby and held:
+            standby_kept[p.accelerator_class] = standby_kept.get(p.accelerator_class, 0) + 1
+        elif held and role != ROLE_SERVING:
+            drain += 1
     pools = plan_pools(
-        desired=desired,
+        desired=desired + drain,
         warm_pool=spec.scaling.warm_pool,
         order=order,
         serving_now=serving_now,
         standby_now=standby_now,
-        standby_serving=standby_serving,
+        standby_serving=standby_kept,
         capacity=capacity,
         gpus_per_pod=spec.accelerators.gpus_per_pod,
     )

@@ -22,6 +22,8 @@ POOL_STANDBY = "standby"
 # The warm pool's PriorityClass: below both tiers, so any serving pod can preempt it.
 STANDBY_PRIORITY_CLASS = "gpuserve-standby"
 ANNOTATION_CONFIG_HASH = f"{GROUP}/config-hash"
+# When a pod last stopped serving (epoch seconds): it drains before its Deployment shrinks.
+ANNOTATION_DEMOTED_AT = f"{GROUP}/demoted-at"
 FIELD_MANAGER = "gpuserve-operator"
 
 # Deployment names end up in pod names with two generated suffixes; keep room for them.

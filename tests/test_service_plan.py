@@ -1,0 +1,102 @@
+"""The one plan of a service (placement.service_plan): capacity with preemption, the
+policy's view of the pools, and pods that drain before their Deployment shrinks."""
+
+from __future__ import annotations
+
+from e2e.invalid_cases import valid_service
+from gpuserve.api.models import AcceleratorClassSpec, InferenceServiceSpec
+from gpuserve.placement.capacity import PRODUCT_LABEL, NodeInfo, PodRequest
+from gpuserve.placement.roles import DRAIN_SECONDS, PodState
+from gpuserve.placement.service_plan import ClusterView, plan_service, pool_state
+
+H100 = "NVIDIA-H100-80GB-HBM3"
+CLASSES = {"h100": AcceleratorClassSpec.model_validate({"gpuProduct": H100})}
+NODE = NodeInfo(name="n0", labels={PRODUCT_LABEL: H100}, allocatable={"nvidia.com/gpu": 4})
+T0 = 1_000_000.0
+
+
+def spec(warm: int = 0, lo: int = 1, hi: int = 4) -> InferenceServiceSpec:
+    body = valid_service("chat")
+    body["spec"]["accelerators"] = {"classes": ["h100"]}
+    body["spec"]["scaling"] = {"minReplicas": lo, "maxReplicas": hi, "warmPool": warm}
+    return InferenceServiceSpec.model_validate(body["spec"])
+
+
+def pod(name: str, role: str, *, standby: bool = False, **kw: object) -> PodState:
+    return PodState(
+        name=name, accelerator_class="h100", role=role, ready=True, node="n0",
+        standby=standby, **kw,  # type: ignore[arg-type]
+    )
+
+
+def gpu(owner: str, *, standby: bool = False) -> PodRequest:
+    return PodRequest(node="n0", requests={"nvidia.com/gpu": 1}, preemptible=standby, owner=owner)
+
+
+def test_the_policy_gets_no_capacity_bound_and_the_plan_preempts_other_warm_pools() -> None:
+    # chat serves on one GPU; "reports" holds the other three, two of them standby pods.
+    cluster = ClusterView(
+        classes=CLASSES,
+        nodes=[NODE],
+        gpu_pods=[gpu("ns/chat"), gpu("ns/reports"), *[gpu("ns/reports", standby=True)] * 2],
+        pods=[pod("chat-0", "serving")],
+    )
+    plan = plan_service(spec(), owner="ns/chat", cluster=cluster, desired=3)
+    assert plan.capacity["h100"].free == 0 and plan.capacity["h100"].preemptible == 2
+    assert plan.pools is not None and plan.pools.serving == {"h100": 3}
+    assert plan.unplaced == 0  # two of them by preempting reports' standby pods
+    pools = pool_state(plan, cluster=cluster, now=T0, serving_target=3)
+    assert pools.classes[0].free_capacity is None  # the policy says what it needs
+
+    # Four wanted, three placeable even with preemption: the plan says what is short.
+    short = plan_service(spec(), owner="ns/chat", cluster=cluster, desired=4)
+    assert short.unplaced == 1 and short.pools is not None
+    assert "1 replica(s) unplaced" in short.pools.problems[0]
+
+
+def test_own_standby_pods_are_not_counted_as_preemptible() -> None:
+    cluster = ClusterView(
+        classes=CLASSES,
+        nodes=[NODE],
+        gpu_pods=[gpu("ns/chat"), *[gpu("ns/chat", standby=True)] * 3],
+        pods=[pod("chat-0", "serving")],
+    )
+    plan = plan_service(spec(warm=3), owner="ns/chat", cluster=cluster, desired=2)
+    assert plan.capacity["h100"].preemptible == 0
+
+
+def test_a_relieved_standby_pod_drains_before_the_standby_deployment_shrinks() -> None:
+    # A standby pod serves (promoted); a serving-priority pod is now ready to relieve it.
+    pods = [pod("serve-0", "serving"), pod("sb-0", "serving", standby=True), pod("new-0", "warm")]
+    gpu_pods = [gpu("ns/chat"), gpu("ns/chat", standby=True), gpu("ns/chat")]
+    cluster = ClusterView(classes=CLASSES, nodes=[NODE], gpu_pods=gpu_pods, pods=pods)
+    plan = plan_service(spec(warm=0), owner="ns/chat", cluster=cluster, desired=2, now=T0)
+    change = {c.pod: c for c in plan.roles}
+    assert change["sb-0"].role == "warm" and change["sb-0"].demoted_at == f"{T0:.3f}"
+    assert change["new-0"].role == "serving"
+    assert plan.pools is not None and plan.pools.standby == {"h100": 1}  # kept while draining
+
+    drained = [
+        pod("serve-0", "serving"),
+        pod("new-0", "serving"),
+        pod("sb-0", "warm", standby=True, demoted_at=T0, deletion_cost="-100"),
+    ]
+    cluster = ClusterView(classes=CLASSES, nodes=[NODE], gpu_pods=gpu_pods, pods=drained)
+    during = plan_service(spec(), owner="ns/chat", cluster=cluster, desired=2, now=T0 + 1)
+    assert during.pools is not None and during.pools.standby == {"h100": 1}
+    later = T0 + DRAIN_SECONDS + 1
+    after = plan_service(spec(), owner="ns/chat", cluster=cluster, desired=2, now=later)
+    assert after.pools is not None and after.pools.standby == {"h100": 0}
+
+
+def test_a_scale_down_keeps_the_demoted_pod_in_its_deployment_until_drained() -> None:
+    pods = [pod("a", "serving"), pod("b", "serving"), pod("c", "serving")]
+    gpu_pods = [gpu("ns/chat")] * 3
+    cluster = ClusterView(classes=CLASSES, nodes=[NODE], gpu_pods=gpu_pods, pods=pods)
+    plan = plan_service(spec(), owner="ns/chat", cluster=cluster, desired=2, now=T0)
+    demoted = [c for c in plan.roles if c.role == "warm"]
+    assert len(demoted) == 1 and demoted[0].demoted_at is not None
+    assert plan.pools is not None and plan.pools.serving == {"h100": 3}
+    # Without a clock (the autoscaler's view) nothing drains: the size is the target.
+    bare = plan_service(spec(), owner="ns/chat", cluster=cluster, desired=2)
+    assert bare.pools is not None and bare.pools.serving == {"h100": 2}
