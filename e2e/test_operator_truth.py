@@ -11,6 +11,7 @@ Triton per pod, real Prometheus, the operator's autoscaler):
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -194,3 +195,84 @@ def test_a_service_created_again_under_the_same_name_starts_with_fresh_memory(
         e["reason"] == "ScaledUp" for e in events(cluster, namespace, name)
         if e.get("involvedObject", {}).get("uid") == new_uid
     )
+
+
+def test_promotions_swaps_and_scale_downs_fail_no_request(
+    stack: Stack, cluster: ClusterHandle, namespace: str
+) -> None:
+    """warmPool 2 under a steady 60 req/s with a burst on top: warm pods are promoted,
+    serving-priority pods relieve them (the relieved pods are demoted and deleted), and the
+    service scales back down; every request of both loads must succeed."""
+    name = "swap"
+    apply(
+        cluster,
+        namespace,
+        sleeper_service(
+            name,
+            classes=["l4"],
+            scaling=scaling(minReplicas=1, maxReplicas=4, warmPool=2),
+            triton={"exitTimeoutSeconds": 5},
+        ),
+    )
+    wait_for(lambda: settled(stack, namespace, name, 1, 2), WAIT_S, "1 serving + 2 warm")
+    target = Target(
+        model="sleeper",
+        endpoints=stack.plane.runner.endpoints_for(namespace, name),
+        request_timeout_s=10.0,
+    )
+    steady_s = 150.0
+    out: dict[str, LoadResult] = {}
+    steady = threading.Thread(
+        target=lambda: out.setdefault(
+            "steady",
+            run_constant_rate(
+                target, 60.0, steady_s, Limits(max_requests=9010, max_wall_s=steady_s + 60)
+            ),
+        ),
+        daemon=True,
+    )
+    steady.start()
+    burst, burst_out = load_in_thread(stack, namespace, name, seconds=30)
+    wait_for(
+        lambda: {"Promoted", "Demoted"} <= {e["reason"] for e in events(cluster, namespace, name)},
+        90,
+        "a promotion and a relief under load",
+    )
+    burst.join(timeout=120)
+    steady.join(timeout=steady_s + 90)
+    results = {"burst": burst_out["r"], "steady": out["steady"]}
+    for label, result in results.items():
+        failed = [r.error for r in result.records if not r.ok]
+        assert not failed, f"{label}: {len(failed)} failed: {failed[:5]}"
+    reasons = [e["reason"] for e in events(cluster, namespace, name)]
+    assert "ScaledDown" in reasons, reasons
+    # One event per real transition: no pod is announced twice in a row with one role.
+    by_pod: dict[str, list[str]] = {}
+    for e in events(cluster, namespace, name):
+        if e["reason"] in ("Promoted", "Demoted"):
+            by_pod.setdefault(e["message"].split()[1], []).extend([e["reason"]] * e.get("count", 1))
+    repeated = {
+        pod: seq for pod, seq in by_pod.items() if any(a == b for a, b in itertools.pairwise(seq))
+    }
+    assert by_pod and not repeated, repeated
+
+
+def test_an_idle_new_service_goes_straight_to_min_replicas(
+    stack: Stack, cluster: ClusterHandle, namespace: str
+) -> None:
+    name = "idle"
+    apply(
+        cluster,
+        namespace,
+        sleeper_service(name, classes=["l4"], scaling=scaling(minReplicas=2, maxReplicas=4)),
+    )
+    seen: set[int] = set()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        status = service_status(cluster, namespace, name)
+        seen.add(int(status.get("desiredReplicas", 0)))
+        seen.add(len(service_pods(cluster, namespace, name)))
+        if settled(stack, namespace, name, 2, 0) and time.monotonic() > deadline - 20:
+            break
+        time.sleep(0.5)
+    assert max(seen) == 2, f"desired replicas or pod counts seen: {sorted(seen)}"
