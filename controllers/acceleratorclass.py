@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -26,7 +27,12 @@ def class_bodies(name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, An
 @kopf.on.resume(*ACCEL)
 @kopf.on.create(*ACCEL)
 @kopf.on.update(*ACCEL, field="spec")
-def report_capacity(body: kopf.Body, name: str, **kw: Any) -> None:
+def on_class_change(body: kopf.Body, name: str, **kw: Any) -> None:
+    report_capacity(body, name, kw)
+
+
+def report_capacity(body: Mapping[str, Any], name: str, kw: Mapping[str, Any]) -> None:
+    """Status of one class; also called by the periodic capacity loop."""
     live = dict(body.get("status") or {})
     status = AcceleratorClassStatus.model_validate(live)
     gen = body["metadata"].get("generation")

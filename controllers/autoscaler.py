@@ -16,7 +16,7 @@ import kopf
 from pydantic import ValidationError
 
 from controllers import kube
-from controllers.converging import desired_serving, now_rfc3339
+from controllers.converging import as_body, desired_serving, now_rfc3339
 from controllers.inferenceservice import reconcile, view_of
 from controllers.prometheus_source import Reading
 from controllers.settings import PROMETHEUS_URL
@@ -47,7 +47,7 @@ def _warn(body: dict[str, Any], memory: ScalingMemory, message: str) -> None:
     now = time.monotonic()
     if memory.last_warning is None or now - memory.last_warning >= WARN_EVERY_S:
         memory.last_warning = now
-        kopf.warn(body, reason="MetricsUnavailable", message=message)
+        kopf.warn(as_body(body), reason="MetricsUnavailable", message=message)
 
 
 def _shortfall(plan: ServicePlan) -> str:
@@ -145,7 +145,7 @@ def evaluate(body: dict[str, Any], kw: dict[str, Any]) -> Decision | None:
                 "ScaledUp" if decision.delta > 0 else "ScaledDown" if decision.delta < 0 else "Held"
             )
             kopf.event(
-                body,
+                as_body(body),
                 type="Normal",
                 reason=("Advised" + verb) if advisory else verb,
                 message=f"{decision.current_replicas} -> {decision.desired_replicas}: "

@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import kopf
 from kubernetes.client.exceptions import ApiException
@@ -427,6 +427,11 @@ def _write_status(body: Obj, status: InferenceServiceStatus, live_status: Obj) -
     )
 
 
+def as_body(obj: Obj) -> kopf.Body:
+    """kopf's posting takes any mapping with metadata; its annotations say Body."""
+    return cast(kopf.Body, obj)
+
+
 def post_events(body: Obj, outcome: Outcome) -> None:
     for type_, reason, message in outcome.events:
-        kopf.event(body, type=type_, reason=reason, message=message)
+        kopf.event(as_body(body), type=type_, reason=reason, message=message)

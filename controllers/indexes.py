@@ -90,7 +90,7 @@ def _active(status: kopf.Status) -> bool:
 
 @kopf.index("", "v1", "pods")
 def gpu_pods(
-    namespace: str,
+    namespace: str | None,
     name: str,
     labels: kopf.Labels,
     spec: kopf.Spec,
@@ -102,6 +102,7 @@ def gpu_pods(
     if not node or not requests or not _active(status):
         return None
     service = labels.get(LABEL_SERVICE)
+    namespace = namespace or ""
     return {
         (namespace, name): PodRequest(
             node=node,
@@ -121,7 +122,7 @@ def _condition(status: kopf.Status, type_: str) -> dict[str, Any] | None:
 
 @kopf.index("", "v1", "pods", labels={LABEL_SERVICE: kopf.PRESENT})
 def service_pods(
-    namespace: str,
+    namespace: str | None,
     name: str,
     labels: kopf.Labels,
     annotations: kopf.Annotations,
@@ -152,4 +153,4 @@ def service_pods(
         standby=labels.get(LABEL_POOL) == POOL_STANDBY,
         demoted_at=_float(annotations.get(ANNOTATION_DEMOTED_AT)),
     )
-    return {(namespace, labels[LABEL_SERVICE]): state}
+    return {(namespace or "", labels[LABEL_SERVICE]): state}

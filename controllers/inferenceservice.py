@@ -26,9 +26,11 @@ MANAGED = {"app.kubernetes.io/managed-by": "gpuserve"}
 
 
 @kopf.index(*ISVC)
-def services(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[tuple[str, str], Any]:
+def services(
+    namespace: str | None, name: str, body: kopf.Body, **_: Any
+) -> dict[tuple[str, str], Any]:
     remember_kopf_context()  # for controllers.periodic's event posting
-    return {(namespace, name): _without_managed_fields(body)}
+    return {(namespace or "", name): _without_managed_fields(body)}
 
 
 def _without_managed_fields(body: kopf.Body) -> dict[str, Any]:
@@ -54,23 +56,31 @@ def _child_index(namespace: str, labels: kopf.Labels, body: kopf.Body) -> Any:
 
 
 @kopf.index("", "v1", "configmaps", labels=MANAGED)
-def child_configmaps(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Any:
-    return _child_index(namespace, labels, body)
+def child_configmaps(
+    namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any
+) -> Any:
+    return _child_index(namespace or "", labels, body)
 
 
 @kopf.index("apps", "v1", "deployments", labels=MANAGED)
-def child_deployments(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Any:
-    return _child_index(namespace, labels, body)
+def child_deployments(
+    namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any
+) -> Any:
+    return _child_index(namespace or "", labels, body)
 
 
 @kopf.index("", "v1", "services", labels=MANAGED)
-def child_services(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Any:
-    return _child_index(namespace, labels, body)
+def child_services(
+    namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any
+) -> Any:
+    return _child_index(namespace or "", labels, body)
 
 
 @kopf.index("policy", "v1", "poddisruptionbudgets", labels=MANAGED)
-def child_pdbs(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Any:
-    return _child_index(namespace, labels, body)
+def child_pdbs(
+    namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any
+) -> Any:
+    return _child_index(namespace or "", labels, body)
 
 
 _CHILD_INDEXES = ("child_configmaps", "child_deployments", "child_services", "child_pdbs")
@@ -118,8 +128,8 @@ def _owner_body(namespace: str, service: str | None, kw: dict[str, Any]) -> dict
 
 
 @kopf.on.event("", "v1", "pods", labels={LABEL_SERVICE: kopf.PRESENT})
-def on_pod_event(namespace: str, labels: kopf.Labels, **kw: Any) -> None:
-    owner = _owner_body(namespace, labels.get(LABEL_SERVICE), kw)
+def on_pod_event(namespace: str | None, labels: kopf.Labels, **kw: Any) -> None:
+    owner = _owner_body(namespace or "", labels.get(LABEL_SERVICE), kw)
     if owner is not None:
         reconcile(owner, kw)
 
@@ -133,15 +143,21 @@ def _on_child_event(
 
 
 @kopf.on.event("apps", "v1", "deployments", labels=MANAGED)
-def on_deployment_event(namespace: str, labels: kopf.Labels, type: str | None, **kw: Any) -> None:
-    _on_child_event(namespace, labels, type, kw)
+def on_deployment_event(
+    namespace: str | None, labels: kopf.Labels, type: str | None, **kw: Any
+) -> None:
+    _on_child_event(namespace or "", labels, type, kw)
 
 
 @kopf.on.event("", "v1", "configmaps", labels=MANAGED)
-def on_configmap_event(namespace: str, labels: kopf.Labels, type: str | None, **kw: Any) -> None:
-    _on_child_event(namespace, labels, type, kw)
+def on_configmap_event(
+    namespace: str | None, labels: kopf.Labels, type: str | None, **kw: Any
+) -> None:
+    _on_child_event(namespace or "", labels, type, kw)
 
 
 @kopf.on.event("", "v1", "services", labels=MANAGED)
-def on_service_event(namespace: str, labels: kopf.Labels, type: str | None, **kw: Any) -> None:
-    _on_child_event(namespace, labels, type, kw)
+def on_service_event(
+    namespace: str | None, labels: kopf.Labels, type: str | None, **kw: Any
+) -> None:
+    _on_child_event(namespace or "", labels, type, kw)

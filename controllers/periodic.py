@@ -122,7 +122,7 @@ def start(
                 every.class_report_seconds,
                 "capacity",
                 lambda: _bodies(kw["class_bodies"]),
-                lambda body: report_capacity(body=body, name=body["metadata"]["name"], **kw),
+                lambda body: report_capacity(body, body["metadata"]["name"], kw),
                 peering,
             )
         ),
