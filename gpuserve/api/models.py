@@ -131,6 +131,12 @@ def _unless_malformed(*duration_fields: str) -> str:
     return "".join(f"!{f}.matches(r'{DURATION_PATTERN}') || " for f in duration_fields)
 
 
+def _unless_below(field: str, minimum: int) -> str:
+    """CEL prefix that skips a rule while ``field`` is below the schema's minimum (the
+    schema's error names it; the rule would blame the field it compares it with)."""
+    return f"{field} < {minimum} || "
+
+
 DELAY_WITHIN_SLO_MESSAGE = (
     "batching.maxQueueDelay: the batching delay must be shorter than the SLO latency"
 )
@@ -282,19 +288,20 @@ class BatchingSpec(_Model):
         json_schema_extra={
             "x-kubernetes-validations": [
                 _cel(
-                    "!has(self.preferredBatchSizes) || "
+                    _unless_below("self.maxBatchSize", 0) + "!has(self.preferredBatchSizes) || "
                     "self.preferredBatchSizes.all(s, s <= self.maxBatchSize)",
                     "preferredBatchSizes: every preferred size must be <= maxBatchSize",
                     ".preferredBatchSizes",
                 ),
                 _cel(
-                    "self.maxBatchSize > 0 || !has(self.preferredBatchSizes) || "
+                    _unless_below("self.maxBatchSize", 0)
+                    + "self.maxBatchSize > 0 || !has(self.preferredBatchSizes) || "
                     "size(self.preferredBatchSizes) == 0",
                     "preferredBatchSizes: needs maxBatchSize > 0 (batching is off at 0)",
                     ".preferredBatchSizes",
                 ),
                 _cel(
-                    "!has(self.defaultPriorityLevel) || "
+                    _unless_below("self.priorityLevels", 0) + "!has(self.defaultPriorityLevel) || "
                     "(self.priorityLevels > 0 && self.defaultPriorityLevel <= "
                     "self.priorityLevels)",
                     "defaultPriorityLevel: must be between 1 and priorityLevels",
@@ -399,11 +406,15 @@ class ScalingSpec(_Model):
         json_schema_extra={
             "x-kubernetes-validations": [
                 _cel(
-                    "self.minReplicas <= self.maxReplicas",
+                    _unless_below("self.maxReplicas", 1) + "self.minReplicas <= self.maxReplicas",
                     "minReplicas: must be <= maxReplicas",
                     ".minReplicas",
                 ),
-                _cel("self.warmPool <= self.maxReplicas", WARM_POOL_BOUND_MESSAGE, ".warmPool"),
+                _cel(
+                    _unless_below("self.maxReplicas", 1) + "self.warmPool <= self.maxReplicas",
+                    WARM_POOL_BOUND_MESSAGE,
+                    ".warmPool",
+                ),
                 _cel(
                     "self.engine != 'keda' || self.warmPool == 0",
                     "warmPool: warm pools need the builtin engine (KEDA scales one Deployment "
