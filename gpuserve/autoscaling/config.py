@@ -73,6 +73,8 @@ class PolicyConfig:
         (slope of the stable window times the start-up time).
     target_queue_depth: explicit pending requests per serving pod (spec override);
         None derives everything from the SLO.
+    burst_memory: how long a measured surge (a rise of demand within one start-up time
+        beyond Poisson noise) is remembered and kept as headroom; 0 turns it off.
     """
 
     profile: ServiceProfile
@@ -98,6 +100,7 @@ class PolicyConfig:
     warm_start: float = 2.0
     lookahead: bool = True
     target_queue_depth: int | None = None
+    burst_memory: float = 1800.0
 
     @property
     def plan_quantile(self) -> float:

@@ -156,9 +156,18 @@ def decide(
     # Recommendations kept for scale-down also cover the latest short-window demand: the
     # max over the window then remembers bursts the averaged demand smooths away.
     need_recent = _replicas_for_rate(demand.panic, caps, pools)
+    # Bursts faster than a cold start cannot be chased: keep headroom for the largest
+    # surge measured over the burst memory (none on traffic that Poisson noise explains).
+    surges = _remember_surge(config, memory.surges, now, _surge(config, history, now, horizon))
+    burst = max((v for _, v in surges), default=0.0)
+    need_burst = _replicas_for_rate(level + burst, caps, pools) if burst > 0 else 0
+    signals.update(burstHeadroom=burst, needBurst=float(need_burst))
     evident = _clamp(config, max(need_now, need_queue, need_latency))
-    remembered = _clamp(config, max(evident, need_recent))
-    raw = _clamp(config, max(evident, need_ahead))
+    # Queue and latency needs answer a backlog: once it is drained they are no evidence of
+    # demand, so they are not remembered for scale-down (pods bought to drain a burst go
+    # as soon as the burst is over instead of a whole window later).
+    remembered = _clamp(config, max(need_now, need_recent, need_burst))
+    raw = _clamp(config, max(evident, need_ahead, need_burst))
     # Keep a full window of recommendations; judge scale-down over the window that fits
     # how fast a wrong cut can be undone (warm promotion or cold start).
     window = [
@@ -198,6 +207,11 @@ def decide(
     elif panicking:
         target = committed
         why += "; no scale-down while panicking"
+    elif _replicas_for_queue(queue_depth, reference) > pools.serving_ready:
+        # A backlog the ready pods cannot clear within the budget: demand lags it (rates
+        # cover 20 s), and cancelling pods that are starting would only deepen it.
+        target = committed
+        why += f"; no scale-down while {queue_depth:.0f} requests are queued"
     else:
         target = max(stabilised, committed - _scale_down_limit(config, committed))
         if stabilised > raw:
@@ -216,6 +230,7 @@ def decide(
             last_scale_up=memory.last_scale_up,
             last_scale_down=memory.last_scale_down,
             panic_until=memory.panic_until,
+            surges=surges,
         ),
         now=now,
         mode="panic" if panicking else "steady",
@@ -346,6 +361,43 @@ def _latency_pressure(
     return queued
 
 
+def _surge(config: PolicyConfig, history: MetricHistory, now: float, horizon: float) -> float:
+    """How far demand rose within one start-up time beyond what Poisson noise explains.
+
+    Compares the short-window demand now with the mean demand one to two start-up times
+    ago. Rates over ``rate_window`` of Poisson arrivals at ``r`` have variance
+    ``r / rate_window``; a rise counts only above three standard deviations of the
+    difference, so smooth traffic keeps no headroom.
+    """
+    if config.burst_memory <= 0:
+        return 0.0
+    recent = history.between(now - config.panic_window - _EPS, now + _EPS)
+    before = history.between(now - 2 * horizon - _EPS, now - horizon + _EPS)
+    now_points = [d for x in recent if (d := x.demand) is not None]
+    base_points = [d for x in before if (d := x.demand) is not None]
+    if not now_points or not base_points:
+        return 0.0
+    now_rate = sum(now_points) / len(now_points)
+    base = sum(base_points) / len(base_points)
+    noise = 3.0 * math.sqrt(max(now_rate + base, 0.0) / max(config.rate_window, 1e-9))
+    return max(0.0, now_rate - base - noise)
+
+
+def _remember_surge(
+    config: PolicyConfig, surges: tuple[tuple[float, float], ...], now: float, surge: float
+) -> tuple[tuple[float, float], ...]:
+    """Surges within the burst memory; one entry per minute (its largest) bounds the
+    status the operator stores."""
+    kept = [(t, v) for t, v in surges if t > now - config.burst_memory]
+    if surge > 0:
+        if kept and now - kept[-1][0] < 60.0:
+            t, v = kept[-1]
+            kept[-1] = (t, max(v, surge))
+        else:
+            kept.append((now, surge))
+    return tuple(kept)
+
+
 def _startup_horizon(config: PolicyConfig, pools: PoolState) -> float:
     """Seconds until a pod started now serves: the cold start of the first placeable class."""
     for pool in pools.classes:
@@ -447,6 +499,7 @@ def _finish(
             last_scale_up=now if desired > committed else memory.last_scale_up,
             last_scale_down=now if desired < committed else memory.last_scale_down,
             panic_until=panic_until,
+            surges=memory.surges,
         ),
         signals=signals,
     )

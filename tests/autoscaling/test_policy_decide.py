@@ -341,3 +341,9 @@ def test_planning_percentile_from_the_spec_buys_headroom() -> None:
     assert tight.desired_replicas > loose.desired_replicas == 5
     assert "planned at the p99.99 backlog" in tight.reason
     assert "planned at" not in loose.reason
+
+
+def test_surges_survive_the_status_round_trip() -> None:
+    memory = PolicyMemory(surges=((10.0, 4.5), (80.0, 12.25)))
+    assert PolicyMemory.from_status(memory.to_status()).surges == memory.surges
+    assert PolicyMemory.from_status({"surges": [["x", 1], [5.0]]}).surges == ()

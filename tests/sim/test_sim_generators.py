@@ -1,0 +1,44 @@
+"""The suite's generators produce the traffic they claim to (seeded, measured)."""
+
+from __future__ import annotations
+
+import statistics
+
+from gpuserve.sim.generators import bin_stats, bursty, diurnal, drift, flash_crowd
+from gpuserve.sim.workload import poisson_workload
+
+
+def test_bursty_matches_the_statistics_of_the_bursty_production_trace() -> None:
+    stats = [bin_stats(bursty(mean_rate=5.5, duration=1800.0, seed=s)) for s in range(1, 11)]
+    assert all(abs(s.mean_rate - 5.5) < 0.5 for s in stats)  # the load does not hang on a seed
+    assert 0.4 <= statistics.median(s.empty_fraction for s in stats) <= 0.6
+    assert 1.4 <= statistics.median(s.cv for s in stats) <= 2.2
+    assert statistics.median(s.peak_to_mean for s in stats) >= 8.0
+    assert statistics.median(s.longest_quiet for s in stats) >= 120.0
+    poisson = bin_stats(poisson_workload(rate=5.5, duration=1800.0, seed=1))
+    assert poisson.empty_fraction == 0.0 and poisson.cv < 0.3
+
+
+def test_same_seed_same_arrivals() -> None:
+    assert bursty(mean_rate=3.0, duration=600.0, seed=4) == bursty(
+        mean_rate=3.0, duration=600.0, seed=4
+    )
+    assert bursty(mean_rate=3.0, duration=600.0, seed=4) != bursty(
+        mean_rate=3.0, duration=600.0, seed=5
+    )
+
+
+def test_flash_crowd_multiplies_the_rate_for_its_duration_only() -> None:
+    base = poisson_workload(rate=5.0, duration=900.0, seed=2)
+    crowd = flash_crowd(base, factor=4.0, start=300.0, duration=180.0, seed=3)
+    assert 3.4 < crowd.rate_between(300.0, 480.0) / 5.0 < 4.6
+    assert crowd.rate_between(0.0, 300.0) == base.rate_between(0.0, 300.0)
+    assert crowd.rate_between(480.0, 900.0) == base.rate_between(480.0, 900.0)
+
+
+def test_diurnal_peaks_in_the_middle_and_drift_stays_within_a_factor_two() -> None:
+    day = diurnal(mean_rate=10.0, duration=1800.0, seed=1)
+    assert day.rate_between(800.0, 1000.0) > 3 * day.rate_between(0.0, 200.0)
+    walk = drift(mean_rate=10.0, duration=3600.0, seed=1)
+    minutes = [walk.rate_between(t, t + 60.0) for t in range(0, 3540, 60)]
+    assert 4.0 < min(minutes) and max(minutes) < 25.0
