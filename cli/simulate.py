@@ -138,11 +138,41 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     result = _run(args.policy, config=config, policy=policy, workload=workload)
     elapsed = time.perf_counter() - started
+    print(_inputs(config, times))
     print(_report(service.metadata.name, args, result, policy, elapsed))
     if args.plot:
-        _plot(result, args.plot, title=f"{service.metadata.name} ({result.policy})")
+        title = (
+            f"{service.metadata.name} ({result.policy}): {args.trace.name} at "
+            f"{args.compress:g}x, {result.attainment():.2%} within "
+            f"{result.slo_latency * 1000:.0f}ms"
+        )
+        _plot(result, args.plot, title=title)
         print(f"plot: {args.plot}")
     return 0
+
+
+def _inputs(config: SimConfig, times: ServiceTimeModel | None) -> str:
+    """Which service times and classes the prediction rests on: a user must see when the
+    model's own parameters stood in for measurements."""
+    svc = config.service
+    source = "ServiceTimes document" if times is not None else "the model's parameters"
+    lines = [
+        f"service times ({source}): {svc.per_batch * 1000:g}ms per execution + "
+        f"{svc.per_item * 1000:g}ms per item at the measured precision, x"
+        f"{svc.precision_factor:g} for the service's precision, "
+        f"{svc.per_request * 1000:g}ms per request, jitter CV {svc.jitter_cv:g}"
+    ]
+    for pool in config.classes:
+        own = (
+            f", measured {pool.per_batch * 1000:g}ms + {pool.per_item * 1000:g}ms/item"
+            if pool.per_batch is not None and pool.per_item is not None
+            else ""
+        )
+        lines.append(
+            f"class {pool.name}: speed {pool.speed:g}, {pool.cost_per_hour:g}/h per pod, "
+            f"cold start {pool.cold_start:g}s, warm promotion {pool.warm_start:g}s{own}"
+        )
+    return "\n".join(lines)
 
 
 def _capacity(policy: PolicyConfig, config: SimConfig) -> float:
@@ -215,27 +245,46 @@ def _plot(r: SimResult, out: Path, *, title: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     times = [p.at for p in r.timeline]
     fig, (load, pods, lat) = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
     load.plot(times, [p.demand for p in r.timeline], color="tab:blue", lw=1)
     load.set_ylabel("arrivals (req/s)")
-    pods.step(times, [p.pods for p in r.timeline], where="post", label="pods (GPUs)")
     pods.step(times, [p.serving_ready for p in r.timeline], where="post", label="serving")
-    pods.set_ylabel("replicas")
+    pods.step(
+        times,
+        [p.pods - p.warm for p in r.timeline],
+        where="post",
+        label="serving + starting + draining",
+    )
+    pods.step(times, [p.warm for p in r.timeline], where="post", label="warm pool")
+    pods.set_ylabel("pods (GPUs)")
+    pods.yaxis.set_major_locator(MaxNLocator(integer=True))
     pods.legend(loc="upper left")
     window = max(10.0, r.duration / 60)
-    mids, p95s = [], []
+    ceiling = r.slo_latency * 5
+    mids: list[float] = []
+    p95s: list[float] = []
+    clipped: list[tuple[float, float]] = []
     t = 0.0
     while t < r.duration:
         chunk = sorted(
             lat for a, lat in zip(r.arrivals, r.latencies, strict=True) if t <= a < t + window
         )
-        if chunk:
-            mids.append(t + window / 2)
-            p95s.append(min(chunk[int(0.95 * (len(chunk) - 1))], r.slo_latency * 5) * 1000)
+        mids.append(t + window / 2)
+        if not chunk:  # no request arrived: a gap, not a zero
+            p95s.append(math.nan)
+        else:
+            q = chunk[int(0.95 * (len(chunk) - 1))]
+            p95s.append(min(q, ceiling) * 1000)
+            if q > ceiling:
+                clipped.append((t + window / 2, ceiling * 1000))
         t += window
     lat.plot(mids, p95s, color="tab:red", lw=1, label=f"p95 per {window:.0f}s")
+    if clipped:
+        xs, ys = zip(*clipped, strict=True)
+        lat.scatter(xs, ys, marker="^", color="tab:red", label="p95 above the axis (clipped)")
     lat.axhline(r.slo_latency * 1000, color="black", ls="--", lw=1, label="SLO")
     lat.set_ylabel("latency (ms)")
     lat.set_xlabel("seconds")

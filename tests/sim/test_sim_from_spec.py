@@ -122,6 +122,8 @@ def test_simulate_command_prints_the_prediction_and_writes_a_plot(
     assert code == 0
     assert "policy gpuserve" in out and "attainment" in out and "GPU-hours" in out
     assert re.search(r"within 2000ms \(\d+ over\)", out), out
+    assert "service times (ServiceTimes document)" in out
+    assert "class l4: speed 2" in out and "class t4: speed 1" in out
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -157,3 +159,14 @@ def test_simulate_command_reports_a_missing_service(tmp_path: Path) -> None:
     trace = tmp_path / "t.csv"
     trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n0,1,1\n")
     assert main(["simulate", "-f", str(empty), "--trace", str(trace)]) == 1
+
+
+def test_simulate_command_names_a_class_it_was_not_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    service = tmp_path / "svc.yaml"
+    service.write_text(SERVICE.replace("metadata: {name: t4}", "metadata: {name: t4-other}"))
+    trace = tmp_path / "t.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n0,1,1\n1,1,1\n")
+    assert main(["simulate", "-f", str(service), "--trace", str(trace)]) == 1
+    assert "AcceleratorClass 't4' not given" in capsys.readouterr().err
