@@ -20,7 +20,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpuserve.sim.workload import Workload
+from gpuserve.sim.workload import Workload, poisson_workload
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,15 +130,9 @@ def flash_crowd(
     before = base.rate_between(max(0.0, start - 60.0), start) or base.rate_between(
         0.0, base.duration
     )
-    extra_rate = (factor - 1.0) * before
-    rng = random.Random(seed)
-    extra: list[float] = []
-    t = start
-    while extra_rate > 0:
-        t += rng.expovariate(extra_rate)
-        if t >= start + duration:
-            break
-        extra.append(t)
+    extra = poisson_workload(
+        rate=(factor - 1.0) * before, duration=duration, seed=seed, start=start
+    ).arrivals
     merged = sorted(
         [(t, n) for t, n in zip(base.arrivals, base.items, strict=True)] + [(t, 1) for t in extra]
     )
