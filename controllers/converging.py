@@ -343,18 +343,14 @@ def _fill_status(
             now=now,
         )
     else:
-        where = ", ".join(c for c in plan.order if plan.pools and plan.pools.serving.get(c))
-        fallback = (
-            f" (on {where}, not the preferred {plan.order[0]})"
-            if where and not (plan.pools and plan.pools.serving.get(plan.order[0]))
-            else ""
-        )
+        fallback = plan.fallback_note()
         conds = set_condition(
             conds,
             type_="Schedulable",
             status="True",
             reason="CapacityAvailable",
-            message=f"all {desired} serving and {wanted_warm} warm pods placed{fallback}"
+            message=f"all {desired} serving and {wanted_warm} warm pods placed"
+            + (f"; {fallback}" if fallback else "")
             + (f"; skipped: {'; '.join(skipped)}" if skipped else ""),
             generation=gen,
             now=now,

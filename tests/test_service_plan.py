@@ -100,3 +100,25 @@ def test_a_scale_down_keeps_the_demoted_pod_in_its_deployment_until_drained() ->
     # Without a clock (the autoscaler's view) nothing drains: the size is the target.
     bare = plan_service(spec(), owner="ns/chat", cluster=cluster, desired=2)
     assert bare.pools is not None and bare.pools.serving == {"h100": 2}
+
+
+def test_a_fallback_to_a_less_preferred_class_says_why() -> None:
+    classes = {
+        **CLASSES,
+        "l4": AcceleratorClassSpec.model_validate({"gpuProduct": "NVIDIA-L4"}),
+    }
+    l4 = NodeInfo(name="l0", labels={PRODUCT_LABEL: "NVIDIA-L4"}, allocatable={"nvidia.com/gpu": 4})
+    cordoned = NodeInfo(
+        name="n0", labels={PRODUCT_LABEL: H100}, allocatable={"nvidia.com/gpu": 4},
+        schedulable=False,
+    )
+    body = valid_service("chat")
+    body["spec"]["accelerators"] = {"classes": ["h100", "l4"]}
+    two = InferenceServiceSpec.model_validate(body["spec"])
+    cluster = ClusterView(classes=classes, nodes=[cordoned, l4])
+    plan = plan_service(two, owner="ns/chat", cluster=cluster, desired=2)
+    assert plan.pools is not None and plan.pools.serving == {"h100": 0, "l4": 2}
+    note = plan.fallback_note()
+    assert "serving on l4, not the preferred h100" in note and "0 of 4 GPUs free" in note
+    cluster = ClusterView(classes=classes, nodes=[NODE, l4])
+    assert plan_service(two, owner="ns/chat", cluster=cluster, desired=2).fallback_note() == ""

@@ -71,6 +71,22 @@ class ServicePlan:
     def unplaced(self) -> int:
         return self.pools.unplaced if self.pools is not None else self.desired
 
+    def fallback_note(self) -> str:
+        """Why serving pods go to a less preferred class, when they do."""
+        if self.pools is None:
+            return ""
+        used = [c for c in self.order if self.pools.serving.get(c)]
+        if not used or used[0] == self.order[0]:
+            return ""
+        passed = self.order[: self.order.index(used[0])]
+        why = "; ".join(
+            f"{c} has {self.capacity[c].free} of {self.capacity[c].total} GPUs free "
+            "(full, cordoned, or its pods cannot be scheduled)"
+            for c in passed
+            if c in self.capacity
+        )
+        return f"serving on {', '.join(used)}, not the preferred {self.order[0]}: {why}"
+
 
 def class_problems(
     spec: InferenceServiceSpec, classes: Mapping[str, AcceleratorClassSpec | str]
