@@ -1,7 +1,8 @@
 """Fuzz: near-valid InferenceService and AcceleratorClass bodies against the real API server.
 
 Hypothesis mutates valid bodies (wrong types, out-of-range numbers, odd strings, huge
-lists, missing and unknown fields, odd object names) and creates each with
+lists, missing and unknown fields, odd object names) of every field of the schema
+(e2e/fuzz_fields.py reads them from the CRD the models generate) and creates each with
 fieldValidation=Strict. Every input must be either rejected with a message that names a
 field, or accepted and reconciled: a status for the current generation with a Ready
 condition, and Stalled with a reason when it cannot run. The operator must stay alive, log
