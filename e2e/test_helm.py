@@ -402,13 +402,13 @@ def test_schema_rejects_bad_values_naming_them(sets: list[str], complaint: str) 
 
 
 def test_chart_crds_are_the_generated_ones() -> None:
-    # Kept identical to crds/ (make crds); the chart also carries kopf's peering CRDs.
+    # Kept identical to crds/ (make crds). kopf's peering CRDs are templates (HA only).
     top = {p.name: p.read_text() for p in (REPO / "crds").glob("*.yaml")}
     chart = {p.name: p.read_text() for p in (CHART / "crds").glob("*.yaml")}
     assert top, "no generated CRDs"
     for name, text in top.items():
         assert chart.get(name) == text, f"charts/gpuserve/crds/{name} differs from crds/{name}"
-    assert set(chart) - set(top) == {"kopf-peerings.yaml"}
+    assert set(chart) == set(top)
 
 
 def test_rendered_values_reach_the_operator() -> None:
@@ -536,11 +536,25 @@ def test_prometheus_rule_fires_only_for_the_service_missing_its_objective(tmp_pa
 
 
 # ----------------------------------------------------------------------------- on the cluster
+def peering_crds(directory: Path) -> Path:
+    """kopf's peering CRDs as the chart renders them with HA, written into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    text = helm(
+        "template", "gs", str(CHART), "--kube-version", KUBE_VERSION, "--set", "replicaCount=2",
+        "--show-only", "templates/kopf-peering-crds.yaml",
+    ).stdout
+    (directory / "kopf-peerings.yaml").write_text(text)
+    return directory
+
+
 @pytest.mark.cluster
-def test_rendered_chart_passes_server_side_dry_run(cluster: ClusterHandle, namespace: str) -> None:
+def test_rendered_chart_passes_server_side_dry_run(
+    cluster: ClusterHandle, namespace: str, tmp_path: Path
+) -> None:
     helm_binary()
-    # kopf's peering kinds must be known for the HA render; crds/ is what helm installs first.
+    # The HA render's peering objects need their kinds known before a dry run.
     apply_crds(cluster, CHART / "crds")
+    apply_crds(cluster, peering_crds(tmp_path / "kopf"))
     variants = {
         "defaults": [],
         "namespaced": ["--set", f"watchNamespaces={{{namespace}}}"],
@@ -567,6 +581,55 @@ def test_rendered_chart_passes_server_side_dry_run(cluster: ClusterHandle, names
         result = cluster.kubectl("apply", "--dry-run=server", "-f", "-", stdin=out, check=False)
         assert result.returncode == 0, f"{name}: {result.stderr}"
         assert "created (server dry run)" in result.stdout, f"{name}: {result.stdout}"
+
+
+@pytest.mark.cluster
+def test_a_rejected_install_creates_nothing_and_ha_brings_its_peering_kinds(
+    cluster: ClusterHandle, tmp_path: Path
+) -> None:
+    """Helm installs crds/ before it checks the values against values.schema.json, so kopf's
+    peering CRDs (needed only with HA) are templates: a rejected install leaves none. The
+    chart is copied with a peering group of its own, so CRDs that other tests or operators
+    installed cannot hide a leak; then a valid HA install creates the CRDs and, through a
+    post-install hook, the peering object, which an upgrade keeps (its keep-alives too)
+    and an uninstall leaves (with the CRDs: other kopf operators may share them)."""
+    helm_binary()
+    group = f"e2e-{os.urandom(3).hex()}.kopf.test"
+    chart = tmp_path / "gpuserve"
+    shutil.copytree(CHART, chart)
+    for path in (chart / "templates").glob("*.yaml"):
+        path.write_text(path.read_text().replace("kopf.dev", group))
+    ns = f"gs-rejected-{os.urandom(3).hex()}"
+    ha = ["-n", ns, "--create-namespace", "--wait=false", "--set", "replicaCount=2"]
+
+    def ours() -> list[str]:
+        names = cluster.kubectl("get", "crd", "-o", "name").stdout.split()
+        return sorted(n for n in names if n.endswith(f".{group}"))
+
+    try:
+        bad = helm("install", "gs-rejected", str(chart), *ha, "--set",
+                   "prometheus.url=prometheus:9090", cluster=cluster, check=False)
+        assert bad.returncode != 0 and "/prometheus/url" in bad.stderr, bad.stderr
+        assert ours() == []
+        assert helm("list", "-A", "-q", cluster=cluster).stdout.split().count("gs-rejected") == 0
+        assert cluster.kubectl("get", "namespace", ns, check=False).returncode != 0
+
+        helm("install", "gs-rejected", str(chart), *ha, cluster=cluster)
+        assert ours() == [f"customresourcedefinition.apiextensions.k8s.io/{p}.{group}"
+                          for p in ("clusterkopfpeerings", "kopfpeerings")]
+        peering = [f"clusterkopfpeerings.{group}", "gpuserve"]
+        cluster.kubectl("patch", *peering, "--type=merge", "-p", '{"status":{"peer":"alive"}}')
+        helm("upgrade", "gs-rejected", str(chart), "-n", ns, "--reuse-values",
+             "--set", "verbose=true", cluster=cluster)
+        assert get_json(cluster, *peering)["status"] == {"peer": "alive"}
+        helm("uninstall", "gs-rejected", "-n", ns, "--wait", "--timeout=60s", cluster=cluster)
+        assert len(ours()) == 2
+        cluster.kubectl("get", *peering)
+    finally:
+        helm("uninstall", "gs-rejected", "-n", ns, cluster=cluster, check=False)
+        for name in ours():
+            cluster.kubectl("delete", name, "--wait=false", check=False)
+        cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
 @pytest.mark.cluster
