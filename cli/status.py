@@ -37,7 +37,7 @@ def _fetch(namespace: str | None) -> list[dict[str, Any]]:
 def _summary(obj: dict[str, Any], st: InferenceServiceStatus) -> list[str]:
     ready = next((c for c in st.conditions if c.type == "Ready"), None)
     stalled = next((c for c in st.conditions if c.type == "Stalled" and c.status == "True"), None)
-    ready_text = ready.status if ready else "Unknown"
+    ready_text: str = ready.status if ready else "Unknown"
     if stalled:
         ready_text += f" ({stalled.reason})"
     pools = " ".join(f"{p.accelerator_class}:{p.serving}+{p.warm}w" for p in st.pools) or "-"
