@@ -42,6 +42,7 @@ from gpuserve.resources.rendering import (
     pool_plans,
     render_children,
 )
+from gpuserve.resources.sameness import contains
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -214,7 +215,8 @@ def _apply(
         # kopf's index shows our own patch a moment later; patching (and announcing) the
         # same change again meanwhile would repeat the event on every trigger.
         key, wanted = ("Pod", change.pod), (change.role, change.deletion_cost)
-        if recent.in_flight(key, wanted, was):
+        shown = was is not None and (was.role, was.deletion_cost) == wanted
+        if recent.in_flight(key, wanted, shown=shown):
             continue
         annotations = {"controller.kubernetes.io/pod-deletion-cost": change.deletion_cost}
         if change.demoted_at is not None:
@@ -222,7 +224,7 @@ def _apply(
         patched = kube.patch_pod_metadata(
             namespace, change.pod, labels={LABEL_ROLE: change.role}, annotations=annotations
         )
-        recent.record(key, wanted, was)
+        recent.record(key, wanted)
         if patched and was is not None and was.ready and was.role != change.role:
             verb = "Promoted" if change.role == ROLE_SERVING else "Demoted"
             outcome.events.append(("Normal", verb, f"pod {change.pod} is now {change.role}"))
@@ -234,7 +236,8 @@ def _apply(
     for child in children:
         key = (child["kind"], child["metadata"]["name"])
         live = view.children.get(key)
-        if not recent.in_flight(key, _digest(child), _digest(live)):
+        shown = live is not None and contains(live, child)
+        if not recent.in_flight(key, _digest(child), shown=shown):
             pending.append((child, live))
     if any(live is None for _, live in pending) and not _still_exists(meta):
         # A service deleted while a watch was down can linger in kopf's index (a relist
@@ -250,11 +253,11 @@ def _apply(
     )
     try:
         applied = 0
-        for (child, live), written in zip(pending, results, strict=True):
+        for (child, _), written in zip(pending, results, strict=True):
             if written:
                 applied += 1
                 key = (child["kind"], child["metadata"]["name"])
-                recent.record(key, _digest(child), _digest(live))
+                recent.record(key, _digest(child))
     except kube.KindNotServed as exc:
         return "EngineUnavailable", str(exc)
     except ApiException as exc:
@@ -277,7 +280,7 @@ def _apply(
     return None
 
 
-def _digest(obj: Obj | None) -> str:
+def _digest(obj: Obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 

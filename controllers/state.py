@@ -9,6 +9,7 @@ starts fresh. The resync loop drops the state of objects that are gone.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -54,30 +55,33 @@ class RecentWrites:
     """Writes whose effect kopf's index does not show yet.
 
     The index learns of our own write a moment later, through the watch; until then a
-    reconcile would see the old object, write the same thing again and announce it again.
-    A write is remembered with what the index showed when it was sent: while the index
-    still shows exactly that, the write is in flight and is not repeated. Once the index
-    shows anything else (our write, or someone else's change), the entry is dropped and the
-    usual comparison decides.
+    reconcile would see the old object (or an older write's effect), write the same thing
+    again and announce it again. A write stays in flight until the index shows it, for at
+    most IN_FLIGHT_SECONDS: past that, a write the index never showed (someone changed the
+    object back meanwhile) is sent again.
     """
 
+    IN_FLIGHT_SECONDS = 10.0
+
     def __init__(self) -> None:
-        self._sent: dict[tuple[str, str], tuple[object, object]] = {}
+        self._sent: dict[tuple[str, str], tuple[object, float]] = {}
         self._lock = threading.Lock()
 
-    def in_flight(self, key: tuple[str, str], desired: object, seen: object) -> bool:
+    def in_flight(self, key: tuple[str, str], wanted: object, *, shown: bool) -> bool:
+        """Whether ``wanted`` was sent for ``key`` and the index does not show it yet."""
         with self._lock:
             entry = self._sent.get(key)
             if entry is None:
                 return False
-            if entry == (desired, seen):
-                return True
-            del self._sent[key]
-            return False
+            sent, at = entry
+            if shown or sent != wanted or time.monotonic() - at > self.IN_FLIGHT_SECONDS:
+                del self._sent[key]
+                return False
+            return True
 
-    def record(self, key: tuple[str, str], desired: object, seen: object) -> None:
+    def record(self, key: tuple[str, str], wanted: object) -> None:
         with self._lock:
-            self._sent[key] = (desired, seen)
+            self._sent[key] = (wanted, time.monotonic())
 
 
 @dataclass

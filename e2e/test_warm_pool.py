@@ -362,7 +362,8 @@ def test_serving_pod_of_another_service_preempts_a_standby_pod_when_gpus_are_ful
         pod["spec"]["priorityClassName"] = "gpuserve-interactive"
         apply(cluster, namespace, pod)
     # "pool": 1 serving + 2 standby pods take the last three GPUs.
-    fixed = {"minReplicas": 1, "maxReplicas": 1, "mode": "advisory"}
+    # Advisory: both stay at minReplicas (1); maxReplicas 2 admits the warm pool of 2.
+    fixed = {"minReplicas": 1, "maxReplicas": 2, "mode": "advisory"}
     fast = {"exec_time_ms": "5", "per_item_ms": "0.2"}
     apply(cluster, namespace, sleeper("pool", ["h100-local"], fixed | {"warmPool": 2}, fast))
     wait_for(lambda: settled(stack, namespace, "pool", serving=1, warm=2), WAIT_S, "pool settled")
