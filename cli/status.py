@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import shutil
 import textwrap
-from typing import Any
+from typing import Any, cast
 
 from cli.errors import CLIError
 from gpuserve.api.models import GROUP, VERSION
 from gpuserve.api.status import InferenceServiceStatus
+from gpuserve.resources.naming import SERVICES_PLURAL
 
 
 def _fetch(namespace: str | None) -> list[dict[str, Any]]:
@@ -23,14 +24,14 @@ def _fetch(namespace: str | None) -> list[dict[str, Any]]:
     api = client.CustomObjectsApi()
     try:
         if namespace:
-            out = api.list_namespaced_custom_object(GROUP, VERSION, namespace, "inferenceservices")
+            out = api.list_namespaced_custom_object(GROUP, VERSION, namespace, SERVICES_PLURAL)
         else:
-            out = api.list_cluster_custom_object(GROUP, VERSION, "inferenceservices")
+            out = api.list_cluster_custom_object(GROUP, VERSION, SERVICES_PLURAL)
     except ApiException as exc:
         raise CLIError(f"listing InferenceServices failed: {exc.status} {exc.reason}") from exc
     except OSError as exc:
         raise CLIError(f"cannot reach the API server: {exc}") from exc
-    items: list[dict[str, Any]] = out.get("items", [])
+    items: list[dict[str, Any]] = cast(dict[str, Any], out).get("items", [])
     return items
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -181,9 +181,10 @@ def get_custom(plural: str, name: str, namespace: str | None) -> Obj | None:
     api = client.CustomObjectsApi(api_client())
     try:
         if namespace:
-            obj: Obj = api.get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)
+            found = api.get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)
         else:
-            obj = api.get_cluster_custom_object(GROUP, VERSION, plural, name)
+            found = api.get_cluster_custom_object(GROUP, VERSION, plural, name)
+        obj = cast(Obj, found)  # the client returns the decoded JSON object
     except ApiException as exc:
         if exc.status == 404:
             return None
