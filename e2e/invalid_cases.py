@@ -11,28 +11,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from e2e.manifests import sleeper_service
+
 Obj = dict[str, Any]
 
 
 def valid_service(name: str = "svc") -> Obj:
-    return {
-        "apiVersion": "gpuserve.io/v1alpha1",
-        "kind": "InferenceService",
-        "metadata": {"name": name},
-        "spec": {
-            "model": {
-                "name": "sleeper",
-                "storageUri": "demo://sleeper",
-                "format": "python",
-                "inputs": [{"name": "INPUT", "dataType": "FP32", "dims": [4]}],
-                "outputs": [{"name": "OUTPUT", "dataType": "FP32", "dims": [4]}],
-            },
-            "batching": {"maxBatchSize": 8, "preferredBatchSizes": [4, 8], "maxQueueDelay": "2ms"},
-            "slo": {"latency": "50ms", "percentile": 95},
-            "accelerators": {"classes": ["h100"]},
-            "scaling": {"minReplicas": 1, "maxReplicas": 4},
-        },
-    }
+    """The smallest valid service the cases below each break in one place."""
+    return sleeper_service(
+        name,
+        classes=["h100"],
+        slo="50ms",
+        exec_time_ms=None,
+        batching={"maxBatchSize": 8, "preferredBatchSizes": [4, 8], "maxQueueDelay": "2ms"},
+        scaling={"minReplicas": 1, "maxReplicas": 4},
+    )
 
 
 def valid_class(name: str = "h100") -> Obj:

@@ -18,7 +18,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,8 @@ import yaml
 from e2e.cluster import binaries
 from e2e.cluster.testkit import ClusterHandle, wait_for
 from e2e.invalid_cases import valid_service
-from e2e.operatorkit import REPO, free_port, install_classes
+from e2e.operatorkit import REPO, delete_services, free_port, healthz_ok, install_classes
+from gpuserve.resources.naming import SERVICES_PLURAL
 
 CHART = REPO / "charts" / "gpuserve"
 KUBE_VERSION = "1.34.4"  # for `helm template`: its default capabilities predate kubeVersion
@@ -227,11 +227,7 @@ class ChartOperator:
     def _live(self) -> bool:
         if self.proc is None or self.proc.poll() is not None:
             raise AssertionError(f"operator exited early:\n{self.text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
+        return healthz_ok(self.port)
 
     def kill9(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -304,18 +300,9 @@ def cleanup_services(cluster: ClusterHandle, namespace: str) -> None:
     """Deletes the namespace's services. gpuserve puts no finalizer on them; a leftover one
     (from an operator version that used kopf timers) is cleared by hand so the namespace
     can go whatever state the operator under test is in."""
-    cluster.kubectl(
-        "delete",
-        "inferenceservices",
-        "--all",
-        "-n",
-        namespace,
-        "--wait=true",
-        "--timeout=60s",
-        check=False,
-    )
+    delete_services(cluster, namespace)
     names = cluster.kubectl(
-        "get", "inferenceservices", "-n", namespace, "-o", "name", check=False
+        "get", SERVICES_PLURAL, "-n", namespace, "-o", "name", check=False
     ).stdout.split()
     for name in names:
         cluster.kubectl(
