@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from controllers import kube
 from controllers.converging import now_rfc3339
-from gpuserve.api.conditions import set_condition
+from gpuserve.api.conditions import ConditionWriter
 from gpuserve.api.models import GROUP, VERSION, AcceleratorClassSpec
 from gpuserve.api.status import AcceleratorClassStatus
 from gpuserve.placement.capacity import class_capacity, matches
@@ -36,20 +36,13 @@ def report_capacity(body: Mapping[str, Any], name: str, kw: Mapping[str, Any]) -
     live = dict(body.get("status") or {})
     status = AcceleratorClassStatus.model_validate(live)
     gen = body["metadata"].get("generation")
-    now = now_rfc3339()
+    conds = ConditionWriter(status.conditions, generation=gen, now=now_rfc3339())
     try:
         spec = AcceleratorClassSpec.model_validate(dict(body["spec"]))
     except ValidationError as exc:
         err = exc.errors()[0]
-        status.conditions = set_condition(
-            status.conditions,
-            type_="Ready",
-            status="False",
-            reason="InvalidSpec",
-            message=f"{'.'.join(map(str, err['loc']))}: {err['msg']}",
-            generation=gen,
-            now=now,
-        )
+        where = ".".join(map(str, err["loc"]))
+        conds.set("Ready", "False", "InvalidSpec", f"{where}: {err['msg']}")
     else:
         nodes = [n for store in kw["gpu_nodes"].values() for n in store]
         pods = [p for store in kw["gpu_pods"].values() for p in store]
@@ -57,16 +50,12 @@ def report_capacity(body: Mapping[str, Any], name: str, kw: Mapping[str, Any]) -
         status.nodes = sum(1 for n in nodes if matches(n, spec))
         status.capacity = cap.total
         status.allocated = cap.total - cap.free
-        found = status.nodes > 0
-        status.conditions = set_condition(
-            status.conditions,
-            type_="Ready",
-            status="True" if found else "False",
-            reason="NodesFound" if found else "NoMatchingNodes",
-            message=f"{status.nodes} node(s) with {cap.total} x {spec.resource}",
-            generation=gen,
-            now=now,
-        )
+        found = f"{status.nodes} node(s) with {cap.total} x {spec.resource}"
+        if status.nodes:
+            conds.set("Ready", "True", "NodesFound", found)
+        else:
+            conds.set("Ready", "False", "NoMatchingNodes", found)
+    status.conditions = conds.conditions
     status.observed_generation = gen
     kube.patch_status(
         plural=CLASSES_PLURAL,

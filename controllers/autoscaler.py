@@ -21,7 +21,7 @@ from controllers.inferenceservice import reconcile, view_of
 from controllers.prometheus_source import Reading
 from controllers.settings import PROMETHEUS_URL
 from controllers.state import RATE_WINDOW_S, OperatorState, ScalingMemory, state_of, uid_of
-from gpuserve.api.conditions import set_condition
+from gpuserve.api.conditions import ConditionWriter
 from gpuserve.api.models import parse_inference_service
 from gpuserve.api.status import InferenceServiceStatus, ScalingDecisionStatus
 from gpuserve.autoscaling import Decision, MetricHistory, MetricSample, PolicyMemory, decide
@@ -96,28 +96,15 @@ def evaluate(body: dict[str, Any], kw: dict[str, Any]) -> Decision | None:
     )
     memory.policy = decision.memory
     stamp = now_rfc3339()
+    conds = ConditionWriter(status.conditions, generation=gen, now=stamp)
     if reading.error or decision.mode == "hold":
         why = reading.error or decision.reason
-        status.conditions = set_condition(
-            status.conditions,
-            type_="MetricsAvailable",
-            status="False",
-            reason="PrometheusUnreachable" if reading.error else "MetricsMissing",
-            message=why,
-            generation=gen,
-            now=stamp,
-        )
+        missing = "PrometheusUnreachable" if reading.error else "MetricsMissing"
+        conds.set("MetricsAvailable", "False", missing, why)
         _warn(body, memory, why)
     else:
-        status.conditions = set_condition(
-            status.conditions,
-            type_="MetricsAvailable",
-            status="True",
-            reason="MetricsFresh",
-            message="Triton metrics are fresh",
-            generation=gen,
-            now=stamp,
-        )
+        conds.set("MetricsAvailable", "True", "MetricsFresh", "Triton metrics are fresh")
+    status.conditions = conds.conditions
     p95 = reading.sample.get("p95_latency")
     advisory = svc.spec.scaling.mode == "advisory"
     previous = status.last_decision

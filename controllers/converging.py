@@ -23,9 +23,9 @@ from pydantic import ValidationError
 
 from controllers import kube
 from controllers.state import OperatorState, uid_of
-from gpuserve.api.conditions import set_condition
+from gpuserve.api.conditions import ConditionWriter
 from gpuserve.api.models import API_VERSION, InferenceService, parse_inference_service
-from gpuserve.api.status import Condition, InferenceServiceStatus, PoolStatus
+from gpuserve.api.status import InferenceServiceStatus, PoolStatus
 from gpuserve.placement import service_plan
 from gpuserve.placement.service_plan import ServicePlan, plan_service
 from gpuserve.resources.naming import (
@@ -94,36 +94,11 @@ def desired_serving(svc: InferenceService, status: InferenceServiceStatus) -> in
 
 
 def _stalled(status: InferenceServiceStatus, *, gen: int | None, reason: str, message: str) -> None:
-    now = now_rfc3339()
-    conds = status.conditions
-    conds = set_condition(
-        conds,
-        type_="Stalled",
-        status="True",
-        reason=reason,
-        message=message,
-        generation=gen,
-        now=now,
-    )
-    conds = set_condition(
-        conds,
-        type_="Ready",
-        status="False",
-        reason=reason,
-        message=message,
-        generation=gen,
-        now=now,
-    )
-    conds = set_condition(
-        conds,
-        type_="Reconciling",
-        status="False",
-        reason=reason,
-        message="waiting for the spec or the cluster to change",
-        generation=gen,
-        now=now,
-    )
-    status.conditions = conds
+    conds = ConditionWriter(status.conditions, generation=gen, now=now_rfc3339())
+    conds.set("Stalled", "True", reason, message)
+    conds.set("Ready", "False", reason, message)
+    conds.set("Reconciling", "False", reason, "waiting for the spec or the cluster to change")
+    status.conditions = conds.conditions
     status.observed_generation = gen
 
 
@@ -304,7 +279,6 @@ def _fill_status(
     plan: ServicePlan,
     gen: int | None,
 ) -> None:
-    now = now_rfc3339()
     desired = plan.desired
     pools: list[PoolStatus] = []
     serving_total = warm_total = 0
@@ -330,66 +304,33 @@ def _fill_status(
     status.accelerators = ",".join(p.accelerator_class for p in pools if p.serving) or ""
     status.endpoint = endpoint(svc)
     status.config_hash = config_hash(svc.spec)
-    conds: list[Condition] = status.conditions
+    conds = ConditionWriter(status.conditions, generation=gen, now=now_rfc3339())
     wanted_warm = svc.spec.scaling.warm_pool
     problems = plan.pools.problems if plan.pools is not None else []
     unplaced = plan.unplaced
     skipped = [i.message for i in plan.issues]
     if unplaced:
-        conds = set_condition(
-            conds,
-            type_="Schedulable",
-            status="False",
-            reason="InsufficientCapacity",
-            message=f"wants {desired} serving and {wanted_warm} warm: " + "; ".join(problems),
-            generation=gen,
-            now=now,
-        )
+        wants = f"wants {desired} serving and {wanted_warm} warm: " + "; ".join(problems)
+        conds.set("Schedulable", "False", "InsufficientCapacity", wants)
     else:
         fallback = plan.fallback_note()
-        conds = set_condition(
-            conds,
-            type_="Schedulable",
-            status="True",
-            reason="CapacityAvailable",
-            message=f"all {desired} serving and {wanted_warm} warm pods placed"
+        placed = (
+            f"all {desired} serving and {wanted_warm} warm pods placed"
             + (f"; {fallback}" if fallback else "")
-            + (f"; skipped: {'; '.join(skipped)}" if skipped else ""),
-            generation=gen,
-            now=now,
+            + (f"; skipped: {'; '.join(skipped)}" if skipped else "")
         )
+        conds.set("Schedulable", "True", "CapacityAvailable", placed)
     starved = unplaced > 0 and serving_total + sum(p.pending for p in pools) == 0
     if starved:
-        conds = set_condition(
-            conds,
-            type_="Stalled",
-            status="True",
-            reason="InsufficientCapacity",
-            message="; ".join(problems),
-            generation=gen,
-            now=now,
-        )
+        conds.set("Stalled", "True", "InsufficientCapacity", "; ".join(problems))
     else:
-        note = "; ".join(skipped)
-        conds = set_condition(
-            conds,
-            type_="Stalled",
-            status="False",
-            reason="Progressing",
-            message=note or "no blocking problem",
-            generation=gen,
-            now=now,
-        )
+        conds.set("Stalled", "False", "Progressing", "; ".join(skipped) or "no blocking problem")
+    counts = f"{serving_total}/{desired} serving, {warm_total}/{wanted_warm} warm"
     ready = serving_total >= max(1, min(desired, svc.spec.scaling.min_replicas)) or desired == 0
-    conds = set_condition(
-        conds,
-        type_="Ready",
-        status="True" if ready else "False",
-        reason="ServingPodsReady" if ready else "WaitingForPods",
-        message=f"{serving_total}/{desired} serving, {warm_total}/{wanted_warm} warm",
-        generation=gen,
-        now=now,
-    )
+    if ready:
+        conds.set("Ready", "True", "ServingPodsReady", counts)
+    else:
+        conds.set("Ready", "False", "WaitingForPods", counts)
     settled = serving_total == desired and warm_total >= wanted_warm and not unplaced
     if settled:
         progress = "Settled"
@@ -397,19 +338,11 @@ def _fill_status(
         progress = "Stalled"
     elif unplaced:
         progress = "WaitingForCapacity"
+        counts += f"; {unplaced} pod(s) wait for capacity"
     else:
         progress = "ScalingPods"
-    conds = set_condition(
-        conds,
-        type_="Reconciling",
-        status="False" if settled or starved else "True",
-        reason=progress,
-        message=f"{serving_total}/{desired} serving, {warm_total}/{wanted_warm} warm"
-        + (f"; {unplaced} pod(s) wait for capacity" if unplaced else ""),
-        generation=gen,
-        now=now,
-    )
-    status.conditions = conds
+    conds.set("Reconciling", "False" if settled or starved else "True", progress, counts)
+    status.conditions = conds.conditions
     status.observed_generation = gen
     status.desired_replicas = desired
 

@@ -39,3 +39,23 @@ def set_condition(
 def _rank(c: Condition) -> tuple[int, str]:
     return (ORDER.index(c.type) if c.type in ORDER else len(ORDER), c.type)
 
+
+
+class ConditionWriter:
+    """Sets several conditions of one object for one generation at one moment."""
+
+    def __init__(self, conditions: list[Condition], *, generation: int | None, now: str) -> None:
+        self.conditions = conditions
+        self.generation = generation
+        self.now = now
+
+    def set(self, type_: str, status: ConditionStatus, reason: str, message: str) -> None:
+        self.conditions = set_condition(
+            self.conditions,
+            type_=type_,
+            status=status,
+            reason=reason,
+            message=message,
+            generation=self.generation,
+            now=self.now,
+        )

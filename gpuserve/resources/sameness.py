@@ -12,23 +12,11 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+# Decimal suffixes are powers of ten, binary ones powers of two (Kubernetes quantities).
 _SUFFIX = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
+    **{k: Decimal(10) ** e for k, e in zip(("n", "u", "m", ""), (-9, -6, -3, 0), strict=True)},
+    **{k: Decimal(10) ** (3 * i) for i, k in enumerate("kMGTPE", start=1)},
+    **{f"{k}i": Decimal(2) ** (10 * i) for i, k in enumerate("KMGTPE", start=1)},
 }
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)(n|u|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 
