@@ -15,9 +15,11 @@ import argparse
 import contextlib
 import itertools
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -54,6 +56,7 @@ class Sample:
     p95_ms: float | None
     queue: float | None
     reason: str
+    decided: int | None = None  # the replica count the last decision asked for
 
 
 @dataclass
@@ -183,10 +186,13 @@ class Watcher:
                     p95_ms=p95 * 1e3 if p95 is not None else None,
                     queue=s.get("queue_depth"),
                     reason=((st.get("lastDecision") or {}).get("reason") or "-"),
+                    decided=(st.get("lastDecision") or {}).get("desiredReplicas"),
                 )
             )
 
-    def render(self) -> str:
+    def render(self, width: int = 0) -> str:
+        """The live table; the last decision (its count first) is cut at a word boundary
+        to fit ``width`` columns (the terminal's; 0: no limit)."""
         lines = [
             f"{'service':<8} {'serving':>7} {'warm':>4} {'want':>4} {'req/s':>7} "
             f"{'queue':>5} {'p95':>8} {'SLO':>7}  last decision"
@@ -199,10 +205,14 @@ class Watcher:
             rate = f"{s.rate:7.1f}" if s.rate is not None else "      -"
             queue = f"{s.queue:5.0f}" if s.queue is not None else "    -"
             p95 = f"{s.p95_ms:6.0f}ms" if s.p95_ms is not None else "       -"
-            lines.append(
+            row = (
                 f"{name:<8} {s.serving:>7} {s.warm:>4} {s.desired:>4} {rate} {queue} "
-                f"{p95} {series.slo_ms:5.0f}ms  {s.reason[:70]}"
+                f"{p95} {series.slo_ms:5.0f}ms  "
             )
+            decision = f"-> {s.decided}: {s.reason}" if s.decided is not None else s.reason
+            if width:
+                decision = textwrap.shorten(decision, max(width - len(row), 20), placeholder=" ...")
+            lines.append(row + decision)
         return "\n".join(lines)
 
 
@@ -320,7 +330,7 @@ def _table(rows: list[list[str]]) -> str:
 def _live(watcher: Watcher, until: float, interactive: bool) -> None:
     while time.monotonic() < until:
         time.sleep(2.0)
-        view = watcher.render()
+        view = watcher.render(shutil.get_terminal_size((160, 40)).columns if interactive else 0)
         if interactive:
             print("\033[2J\033[H" + view, flush=True)
         else:

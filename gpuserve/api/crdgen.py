@@ -22,9 +22,11 @@ from pydantic import BaseModel
 
 from gpuserve.api.generated import write_or_check
 from gpuserve.api.models import (
+    CLASSES_PLURAL,
     GROUP,
     SERVICE_NAME_MESSAGE,
     SERVICE_NAME_PATTERN,
+    SERVICES_PLURAL,
     VERSION,
     AcceleratorClassSpec,
     InferenceServiceSpec,
@@ -177,26 +179,27 @@ def _crd(
     }
 
 
-def _ready_column() -> JSON:
-    return {
-        "name": "Ready",
-        "type": "string",
-        "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
-    }
+def _column(name: str, type_: str, json_path: str) -> JSON:
+    return {"name": name, "type": type_, "jsonPath": json_path}
 
 
 def _wide(name: str, type_: str, json_path: str) -> JSON:
-    return {"name": name, "type": type_, "jsonPath": json_path, "priority": 1}
+    """A column `kubectl get -o wide` adds (priority 1)."""
+    return {**_column(name, type_, json_path), "priority": 1}
+
+
+def _ready_column() -> JSON:
+    return _column("Ready", "string", '.status.conditions[?(@.type=="Ready")].status')
 
 
 def _age_column() -> JSON:
-    return {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+    return _column("Age", "date", ".metadata.creationTimestamp")
 
 
 def inference_service_crd() -> JSON:
     return _crd(
         kind="InferenceService",
-        plural="inferenceservices",
+        plural=SERVICES_PLURAL,
         scope="Namespaced",
         short_names=["gsvc", "gpusvc"],
         spec_model=InferenceServiceSpec,
@@ -215,12 +218,12 @@ def inference_service_crd() -> JSON:
         "window, latency SLO, GPU preferences, scaling bounds and warm pool.",
         columns=[
             _ready_column(),
-            {"name": "Replicas", "type": "integer", "jsonPath": ".status.replicas"},
-            {"name": "Warm", "type": "integer", "jsonPath": ".status.warmReplicas"},
-            {"name": "GPU", "type": "string", "jsonPath": ".status.accelerators"},
+            _column("Replicas", "integer", ".status.replicas"),
+            _column("Warm", "integer", ".status.warmReplicas"),
+            _column("GPU", "string", ".status.accelerators"),
             # kubectl prints a number column bare: the unit goes into the name.
-            {"name": "P95(ms)", "type": "number", "jsonPath": ".status.p95Ms"},
-            {"name": "SLO", "type": "string", "jsonPath": ".spec.slo.latency"},
+            _column("P95(ms)", "number", ".status.p95Ms"),
+            _column("SLO", "string", ".spec.slo.latency"),
             _age_column(),
             # priority 1: shown by `kubectl get -o wide` only.
             _wide("Desired", "integer", ".status.desiredReplicas"),
@@ -235,7 +238,7 @@ def inference_service_crd() -> JSON:
 def accelerator_class_crd() -> JSON:
     return _crd(
         kind="AcceleratorClass",
-        plural="acceleratorclasses",
+        plural=CLASSES_PLURAL,
         scope="Cluster",
         short_names=["accel"],
         spec_model=AcceleratorClassSpec,
@@ -243,11 +246,11 @@ def accelerator_class_crd() -> JSON:
         description="A platform team's named kind of GPU capacity: which nodes, which "
         "extended resource, how fast and how costly.",
         columns=[
-            {"name": "Product", "type": "string", "jsonPath": ".spec.gpuProduct"},
-            {"name": "MIG", "type": "string", "jsonPath": ".spec.mig.profile"},
-            {"name": "Speed", "type": "number", "jsonPath": ".spec.relativeSpeed"},
-            {"name": "Cost/h", "type": "number", "jsonPath": ".spec.costPerHour"},
-            {"name": "Capacity", "type": "integer", "jsonPath": ".status.capacity"},
+            _column("Product", "string", ".spec.gpuProduct"),
+            _column("MIG", "string", ".spec.mig.profile"),
+            _column("Speed", "number", ".spec.relativeSpeed"),
+            _column("Cost/h", "number", ".spec.costPerHour"),
+            _column("Capacity", "integer", ".status.capacity"),
             _age_column(),
             _wide("Nodes", "integer", ".status.nodes"),
             _wide("Allocated", "integer", ".status.allocated"),

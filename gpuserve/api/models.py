@@ -21,6 +21,9 @@ JsonDict = dict[str, Any]
 
 GROUP = "gpuserve.io"
 VERSION = "v1alpha1"
+# Resource names (plurals) of the two kinds, as the API server's URLs and RBAC rules spell them.
+SERVICES_PLURAL = "inferenceservices"
+CLASSES_PLURAL = "acceleratorclasses"
 API_VERSION: Final = "gpuserve.io/v1alpha1"
 
 Format = Literal["onnx", "tensorrt", "pytorch", "tensorflow", "python"]
@@ -115,6 +118,13 @@ def _default_of(model: type[BaseModel]) -> JsonDict:
     """Schema default of a nested object: its complete default value, so the API server
     stores every field and CEL rules never meet a missing key."""
     return {"default": model().model_dump(mode="json", by_alias=True, exclude_none=True)}
+
+
+def _nested(model: type[BaseModel], description: str) -> Any:
+    """A nested object that may be left out: defaults to its complete default value."""
+    return Field(
+        default_factory=model, description=description, json_schema_extra=_default_of(model)
+    )
 
 
 def _cel(rule: str, message: str, field_path: str | None = None) -> JsonDict:
@@ -561,11 +571,7 @@ class TritonSpec(_Model):
         description="Extra tritonserver flags, appended after gpuserve's own.",
         max_length=32,
     )
-    resources: ResourceAmounts = Field(
-        default_factory=ResourceAmounts,
-        description="CPU and memory per pod.",
-        json_schema_extra=_default_of(ResourceAmounts),
-    )
+    resources: ResourceAmounts = _nested(ResourceAmounts, "CPU and memory per pod.")
     response_cache: bool = Field(
         default=False, description="Enable Triton's response cache for this model."
     )
@@ -585,11 +591,7 @@ class TritonSpec(_Model):
         ge=1,
         le=3600,
     )
-    pod: PodOverrides = Field(
-        default_factory=PodOverrides,
-        description="Pod-level overrides.",
-        json_schema_extra=_default_of(PodOverrides),
-    )
+    pod: PodOverrides = _nested(PodOverrides, "Pod-level overrides.")
 
 
 class InferenceServiceSpec(_Model):
@@ -625,28 +627,16 @@ class InferenceServiceSpec(_Model):
         description="Numeric precision: fp32, fp16, bf16, int8 or fp8, compiled to what "
         "Triton does for the format (e.g. TensorRT precision_mode for onnx).",
     )
-    batching: BatchingSpec = Field(
-        default_factory=BatchingSpec,
-        description="Triton dynamic batching and queue policy.",
-        json_schema_extra=_default_of(BatchingSpec),
-    )
+    batching: BatchingSpec = _nested(BatchingSpec, "Triton dynamic batching and queue policy.")
     slo: SLOSpec = Field(description="The latency objective the autoscaler keeps.")
     accelerators: AcceleratorsSpec = Field(description="Which GPU kinds may serve.")
-    scaling: ScalingSpec = Field(
-        default_factory=ScalingSpec,
-        description="Replica bounds, warm pool and autoscaler.",
-        json_schema_extra=_default_of(ScalingSpec),
-    )
+    scaling: ScalingSpec = _nested(ScalingSpec, "Replica bounds, warm pool and autoscaler.")
     tier: Tier = Field(
         default="interactive",
         description="interactive or batch: the pods' PriorityClass and Triton's default "
         "request priority.",
     )
-    triton: TritonSpec = Field(
-        default_factory=TritonSpec,
-        description="The Triton server and its pods.",
-        json_schema_extra=_default_of(TritonSpec),
-    )
+    triton: TritonSpec = _nested(TritonSpec, "The Triton server and its pods.")
 
     @model_validator(mode="after")
     def _cross_checks(self) -> InferenceServiceSpec:

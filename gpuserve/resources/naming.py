@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import hashlib
 
+from gpuserve.api.models import CLASSES_PLURAL as CLASSES_PLURAL
 from gpuserve.api.models import GROUP
-
-# Resource names (plurals) of the two kinds, as the API server's URLs and RBAC rules spell them.
-SERVICES_PLURAL = "inferenceservices"
-CLASSES_PLURAL = "acceleratorclasses"
+from gpuserve.api.models import SERVICES_PLURAL as SERVICES_PLURAL
 
 LABEL_SERVICE = f"{GROUP}/service"
 LABEL_CLASS = f"{GROUP}/accelerator-class"
