@@ -28,6 +28,26 @@ def valid_service(name: str = "svc") -> Obj:
     )
 
 
+def valid_llm_service(name: str = "llm", model_format: str = "vllm") -> Obj:
+    """The smallest valid LLM service (a vLLM engine on one GPU) the LLM cases break."""
+    return {
+        "apiVersion": "gpuserve.io/v1alpha1",
+        "kind": "InferenceService",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {
+                "name": "llama",
+                "storageUri": "pvc://models/llama-3.1-8b-instruct",
+                "format": model_format,
+            },
+            "precision": "bf16",
+            "slo": {"latency": "20s", "ttft": "500ms", "tpot": "50ms"},
+            "accelerators": {"classes": ["h100"]},
+            "llm": {"maxContextLength": 8192, "parameters": "8B"},
+        },
+    }
+
+
 def valid_class(name: str = "h100") -> Obj:
     return {
         "apiVersion": "gpuserve.io/v1alpha1",
@@ -43,9 +63,13 @@ class Case:
     field: str  # the path the rejection must name, as the API server spells it
     mutate: Callable[[Obj], None]
     kind: str = "InferenceService"
+    llm: bool = False  # breaks valid_llm_service instead of valid_service
 
     def body(self, name: str) -> Obj:
-        base = valid_service(name) if self.kind == "InferenceService" else valid_class(name)
+        if self.kind != "InferenceService":
+            base = valid_class(name)
+        else:
+            base = valid_llm_service(name) if self.llm else valid_service(name)
         obj = copy.deepcopy(base)
         self.mutate(obj)
         return obj
@@ -207,6 +231,90 @@ CASES: list[Case] = [
     Case("missing-model", "spec.model", _drop("spec.model")),
     Case("version-zero", "spec.model.version", _set("spec.model.version", 0)),
     Case("unknown-field", "spec.batching.maxBatch", _set("spec.batching.maxBatch", 4)),
+    # LLM formats: the engine batches continuously, so Triton's batching window is refused.
+    Case(
+        "llm-batching-window",
+        "spec.batching.maxQueueDelay",
+        _set("spec.batching.maxQueueDelay", "5ms"),
+        llm=True,
+    ),
+    Case(
+        "llm-preferred-batch-sizes",
+        "spec.batching.preferredBatchSizes",
+        _set("spec.batching.preferredBatchSizes", [4]),
+        llm=True,
+    ),
+    Case(
+        "llm-queue-policy",
+        "spec.batching.queuePolicy",
+        _set("spec.batching.queuePolicy", {"maxQueueSize": 64}),
+        llm=True,
+    ),
+    Case(
+        "llm-priority-levels",
+        "spec.batching.priorityLevels",
+        _set("spec.batching.priorityLevels", 2),
+        llm=True,
+    ),
+    Case(
+        "trtllm-batching-window",
+        "spec.batching.maxQueueDelay",
+        _both(_set("spec.model.format", "tensorrtllm"), _set("spec.batching.maxQueueDelay", "1ms")),
+        llm=True,
+    ),
+    Case(
+        "tensor-parallel-not-gpus-per-pod",
+        "spec.llm.tensorParallelSize",
+        _set("spec.llm.tensorParallelSize", 2),
+        llm=True,
+    ),
+    Case(
+        "gpus-per-pod-not-tensor-parallel",
+        "spec.llm.tensorParallelSize",
+        _set("spec.accelerators.gpusPerPod", 4),
+        llm=True,
+    ),
+    Case("ttft-on-python", "spec.slo.ttft", _set("spec.slo.ttft", "300ms")),
+    Case("tpot-on-python", "spec.slo.tpot", _set("spec.slo.tpot", "40ms")),
+    Case(
+        "llm-section-on-onnx",
+        "spec.llm",
+        _set("spec.llm", {"maxContextLength": 4096, "parameters": "8B"}),
+    ),
+    Case("vllm-without-llm-section", "spec.llm", _drop("spec.llm"), llm=True),
+    Case(
+        "llm-size-twice",
+        "spec.llm.parameters",
+        _set("spec.llm.weightBytes", "16Gi"),
+        llm=True,
+    ),
+    Case("llm-size-missing", "spec.llm.parameters", _drop("spec.llm.parameters"), llm=True),
+    Case(
+        "llm-bad-parameter-count",
+        "spec.llm.parameters",
+        _set("spec.llm.parameters", "8b"),
+        llm=True,
+    ),
+    Case(
+        "llm-kv-16-bit-not-precision",
+        "spec.llm.kvCacheDtype",
+        _set("spec.llm.kvCacheDtype", "fp16"),
+        llm=True,
+    ),
+    Case(
+        "llm-unknown-quantization",
+        "spec.llm.quantization",
+        _set("spec.llm.quantization", "int3"),
+        llm=True,
+    ),
+    Case("vllm-fp8-precision", "spec.precision", _set("spec.precision", "fp8"), llm=True),
+    Case("ttft-not-a-duration", "spec.slo.ttft", _set("spec.slo.ttft", "fast"), llm=True),
+    Case(
+        "llm-memory-fraction-above-one",
+        "spec.llm.kvCacheMemoryFraction",
+        _set("spec.llm.kvCacheMemoryFraction", 1.5),
+        llm=True,
+    ),
     Case(
         "mixed-mig-wrong-resource",
         "spec.resourceName",

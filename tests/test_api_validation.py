@@ -8,8 +8,9 @@ from typing import get_args
 import pytest
 from pydantic import ValidationError
 
-from e2e.invalid_cases import CASES, Case, valid_class, valid_service
+from e2e.invalid_cases import CASES, Case, valid_class, valid_llm_service, valid_service
 from gpuserve.api.models import (
+    LLM_FORMATS,
     PRECISIONS_BY_FORMAT,
     BatchingSpec,
     Precision,
@@ -51,7 +52,7 @@ def test_invalid_case_is_rejected_naming_the_field(case: Case) -> None:
 @pytest.mark.parametrize("fmt", list(PRECISIONS_BY_FORMAT))
 def test_each_format_takes_exactly_the_precisions_of_the_table(fmt: str) -> None:
     for precision in get_args(Precision):
-        body = valid_service()
+        body = valid_llm_service(model_format=fmt) if fmt in LLM_FORMATS else valid_service()
         body["spec"]["model"]["format"] = fmt
         body["spec"]["precision"] = precision
         if precision in PRECISIONS_BY_FORMAT[fmt].allowed:

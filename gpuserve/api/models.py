@@ -9,6 +9,7 @@ same models, so a rule can never be enforced in one place and forgotten in the o
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal, get_args
 
@@ -26,8 +27,12 @@ SERVICES_PLURAL = "inferenceservices"
 CLASSES_PLURAL = "acceleratorclasses"
 API_VERSION: Final = "gpuserve.io/v1alpha1"
 
-Format = Literal["onnx", "tensorrt", "pytorch", "tensorflow", "python"]
+Format = Literal["onnx", "tensorrt", "pytorch", "tensorflow", "python", "vllm", "tensorrtllm"]
+# Formats served by an LLM engine inside Triton: continuous batching, token streaming.
+LLM_FORMATS: tuple[str, ...] = ("vllm", "tensorrtllm")
 Precision = Literal["fp32", "fp16", "bf16", "int8", "fp8"]
+KVCacheDtype = Literal["auto", "fp16", "bf16", "fp8"]
+Quantization = Literal["none", "fp8", "int4-awq", "int4-gptq"]
 Tier = Literal["interactive", "batch"]
 DataType = Literal[
     "BOOL",
@@ -81,6 +86,17 @@ PRECISIONS_BY_FORMAT: dict[str, FormatPrecisions] = {
         ("fp32", "fp16", "bf16", "fp8"),
         "the model's own code computes in the floating-point type it declares; int8 needs "
         "a calibrated quantization that only TensorRT performs: use format onnx or tensorrt",
+    ),
+    # For LLM engines the precision is the activations' type (vLLM's dtype, the dtype a
+    # TensorRT-LLM engine was built with); 8-bit and 4-bit weights are llm.quantization.
+    "vllm": FormatPrecisions(
+        ("fp32", "fp16", "bf16"),
+        "the precision is vLLM's dtype; fp8 or int4 weights are set with llm.quantization",
+    ),
+    "tensorrtllm": FormatPrecisions(
+        ("fp32", "fp16", "bf16"),
+        "the precision is the dtype the engine was built with; fp8 or int4 weights are set "
+        "with llm.quantization",
     ),
 }
 
@@ -380,7 +396,24 @@ class SLOSpec(_Model):
         max_length=32,
     )
     percentile: Literal[50, 90, 95, 99] = Field(
-        default=95, description="Share of requests, in percent, that must meet latency."
+        default=95,
+        description="Share of requests, in percent, that must meet latency (and ttft and "
+        "tpot where set).",
+    )
+    ttft: str | None = Field(
+        default=None,
+        description="Time-to-first-token objective of a streamed LLM request (e.g. 500ms): "
+        "from arrival to the first output token. vllm and tensorrtllm formats only.",
+        pattern=DURATION_PATTERN,
+        max_length=32,
+    )
+    tpot: str | None = Field(
+        default=None,
+        description="Time-per-output-token objective of a streamed LLM request (e.g. 50ms): "
+        "the mean gap between output tokens after the first. vllm and tensorrtllm formats "
+        "only.",
+        pattern=DURATION_PATTERN,
+        max_length=32,
     )
 
     @property
@@ -409,6 +442,106 @@ class AcceleratorsSpec(_Model):
         if len(set(classes)) != len(classes):
             raise ValueError("classes: each AcceleratorClass may be listed once")
         return classes
+
+
+# --------------------------------------------------------------------------- LLM engine
+
+PARAMETER_COUNT_PATTERN = r"^[0-9]+(\.[0-9]+)?[MBT]$"
+MODEL_SIZE_MESSAGE = (
+    "llm.parameters: give exactly one of parameters and weightBytes (the model's size, for "
+    "the GPU memory check)"
+)
+
+
+class LLMSpec(_Model):
+    """What a platform engineer sets for an LLM engine (vLLM or TensorRT-LLM) in Triton."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "has(self.parameters) != has(self.weightBytes)",
+                    MODEL_SIZE_MESSAGE,
+                    ".parameters",
+                ),
+            ]
+        }
+    )
+
+    max_context_length: int = Field(
+        description="Longest sequence (prompt + output tokens) the engine accepts; vLLM's "
+        "max_model_len. TensorRT-LLM fixes it when the engine is built (max_seq_len): give "
+        "the same value. The memory check reserves KV cache for one such sequence.",
+        ge=16,
+        le=1_048_576,
+    )
+    max_running_sequences: int = Field(
+        default=256,
+        description="Sequences the engine batches at once; vLLM's max_num_seqs, Triton's "
+        "max_batch_size for TensorRT-LLM (at most the engine's build-time max_batch_size).",
+        ge=1,
+        le=4096,
+    )
+    kv_cache_memory_fraction: float = Field(
+        default=0.9,
+        description="GPU memory for the KV cache. vLLM: gpu_memory_utilization, the share "
+        "of the GPU's memory the engine may take for weights, activations and KV cache. "
+        "TensorRT-LLM: kv_cache_free_gpu_mem_fraction, the share of what is left after the "
+        "weights that the KV cache takes.",
+        gt=0,
+        le=1,
+    )
+    prefix_caching: bool = Field(
+        default=True,
+        description="Reuse the KV cache of shared prompt prefixes across requests (vLLM "
+        "enable_prefix_caching, TensorRT-LLM enable_kv_cache_reuse).",
+    )
+    kv_cache_dtype: KVCacheDtype = Field(
+        default="auto",
+        description="Type of the KV cache entries. auto: the model's precision. fp8 halves "
+        "the cache of a 16-bit model and needs compute capability >= 8.9. A 16-bit value "
+        "must equal precision (both engines keep a 16-bit cache in the model's type).",
+    )
+    quantization: Quantization = Field(
+        default="none",
+        description="Weight quantization of the checkpoint or engine: none (weights at "
+        "precision), fp8 (8-bit floating point, compute capability >= 8.9), int4-awq or "
+        "int4-gptq (4-bit weight-only).",
+    )
+    tensor_parallel_size: int = Field(
+        default=1,
+        description="GPUs one engine splits the model over; must equal "
+        "accelerators.gpusPerPod.",
+        ge=1,
+        le=8,
+    )
+    parameters: str | None = Field(
+        default=None,
+        description="The model's parameter count, e.g. 8B, 70B, 1.5B or 350M; with "
+        "quantization and precision it gives the size of the weights.",
+        pattern=PARAMETER_COUNT_PATTERN,
+        max_length=16,
+    )
+    weight_bytes: str | None = Field(
+        default=None,
+        description="Size of the weights as a quantity (e.g. 16Gi), instead of parameters.",
+        pattern=r"^[0-9]+(\.[0-9]+)?(k|M|G|T|Ki|Mi|Gi|Ti)?$",
+        max_length=32,
+    )
+    kv_cache_bytes_per_token: int | None = Field(
+        default=None,
+        description="KV cache bytes of one token over all layers at 16 bits (2 x layers x "
+        "KV heads x head size x 2; 131072 for Llama 3 8B). Unset: the memory check counts "
+        "the weights only.",
+        ge=1,
+        le=1 << 30,
+    )
+
+    @model_validator(mode="after")
+    def _one_size(self) -> LLMSpec:
+        if (self.parameters is None) == (self.weight_bytes is None):
+            raise ValueError(MODEL_SIZE_MESSAGE)
+        return self
 
 
 class ScalingSpec(_Model):
@@ -560,10 +693,29 @@ class ResourceAmounts(_Model):
     )
 
 
+# The one table of default Triton images: NVIDIA publishes the vLLM and TensorRT-LLM
+# backends in images of their own, so an LLM service that names no image gets its
+# backend's, and every other format the standard image.
+TRITON_RELEASE = "25.10"
+DEFAULT_TRITON_IMAGES: dict[str, str] = {
+    "standard": f"nvcr.io/nvidia/tritonserver:{TRITON_RELEASE}-py3",
+    "vllm": f"nvcr.io/nvidia/tritonserver:{TRITON_RELEASE}-vllm-python-py3",
+    "tensorrtllm": f"nvcr.io/nvidia/tritonserver:{TRITON_RELEASE}-trtllm-python-py3",
+}
+
+
+def default_triton_image(model_format: str) -> str:
+    """The image a service of ``model_format`` runs when spec.triton.image is unset."""
+    return DEFAULT_TRITON_IMAGES.get(model_format, DEFAULT_TRITON_IMAGES["standard"])
+
+
 class TritonSpec(_Model):
-    image: str = Field(
-        default="nvcr.io/nvidia/tritonserver:25.10-py3",
-        description="Triton Inference Server image.",
+    image: str | None = Field(
+        default=None,
+        description="Triton Inference Server image. Unset: the default image of the model's "
+        "backend, "
+        + "; ".join(f"{kind}: {image}" for kind, image in DEFAULT_TRITON_IMAGES.items())
+        + ".",
         max_length=512,
     )
     args: list[str] = Field(
@@ -594,6 +746,129 @@ class TritonSpec(_Model):
     pod: PodOverrides = _nested(PodOverrides, "Pod-level overrides.")
 
 
+# --------------------------------------------------------------------------- LLM rules
+
+_IS_LLM = "self.model.format in [" + ", ".join(repr(f) for f in LLM_FORMATS) + "]"
+_CONTINUOUS = "vllm and tensorrtllm batch continuously inside the engine: "
+
+
+@dataclass(frozen=True)
+class LLMBatchingRule:
+    """A batching field that Triton's dynamic batcher reads and an LLM engine replaces: on
+    an LLM format it must keep its default. One entry gives the CEL rule and the check."""
+
+    field: str  # under spec.batching, as the API spells it
+    cel_at_default: str  # CEL, true when the field keeps its default
+    at_default: Callable[[BatchingSpec], bool]
+    must: str
+
+    @property
+    def message(self) -> str:
+        return f"batching.{self.field}: {_CONTINUOUS}Triton's {self.must}"
+
+
+LLM_BATCHING_RULES: tuple[LLMBatchingRule, ...] = (
+    LLMBatchingRule(
+        "maxQueueDelay",
+        _unless_malformed("self.batching.maxQueueDelay")
+        + "duration(self.batching.maxQueueDelay) == duration('0s')",
+        lambda b: parse_duration(b.max_queue_delay) == 0,
+        "batching window must stay 0ms",
+    ),
+    LLMBatchingRule(
+        "preferredBatchSizes",
+        "!has(self.batching.preferredBatchSizes) || size(self.batching.preferredBatchSizes) == 0",
+        lambda b: not b.preferred_batch_sizes,
+        "preferred batch sizes must stay empty",
+    ),
+    LLMBatchingRule(
+        "queuePolicy",
+        "!has(self.batching.queuePolicy)",
+        lambda b: b.queue_policy is None,
+        "queue policy must stay unset",
+    ),
+    LLMBatchingRule(
+        "priorityLevels",
+        "self.batching.priorityLevels == 0",
+        lambda b: b.priority_levels == 0,
+        "priority levels must stay 0",
+    ),
+)
+
+LLM_SECTION_UNEXPECTED_MESSAGE = "llm: only vllm and tensorrtllm models take an llm section"
+LLM_SECTION_MISSING_MESSAGE = (
+    "llm: vllm and tensorrtllm models need an llm section (maxContextLength and the model's "
+    "size at least)"
+)
+TENSOR_PARALLEL_MESSAGE = (
+    "llm.tensorParallelSize: must equal accelerators.gpusPerPod (the engine splits the "
+    "model over exactly the GPUs of its pod)"
+)
+KV_CACHE_DTYPE_MESSAGE = (
+    "llm.kvCacheDtype: a 16-bit KV cache is kept in the model's precision: use auto, fp8 or "
+    "the value of precision"
+)
+
+
+def token_slo_message(field: str) -> str:
+    what = {"ttft": "time-to-first-token", "tpot": "time-per-output-token"}[field]
+    return f"slo.{field}: {what} objectives need an LLM format (vllm or tensorrtllm)"
+
+
+def llm_rules() -> list[JsonDict]:
+    """The CEL rules that tie the llm section, token SLOs and batching to the format."""
+    return [
+        _cel(f"!has(self.llm) || {_IS_LLM}", LLM_SECTION_UNEXPECTED_MESSAGE, ".llm"),
+        _cel(f"has(self.llm) || !({_IS_LLM})", LLM_SECTION_MISSING_MESSAGE, ".llm"),
+        _cel(
+            "!has(self.llm) || "
+            + _unless_below("self.accelerators.gpusPerPod", 1)
+            + _unless_below("self.llm.tensorParallelSize", 1)
+            + "self.llm.tensorParallelSize == self.accelerators.gpusPerPod",
+            TENSOR_PARALLEL_MESSAGE,
+            ".llm.tensorParallelSize",
+        ),
+        _cel(
+            "!has(self.llm) || !(self.llm.kvCacheDtype in ['fp16', 'bf16']) || "
+            "self.llm.kvCacheDtype == self.precision",
+            KV_CACHE_DTYPE_MESSAGE,
+            ".llm.kvCacheDtype",
+        ),
+        *(
+            _cel(f"!has(self.slo.{f}) || {_IS_LLM}", token_slo_message(f), f".slo.{f}")
+            for f in ("ttft", "tpot")
+        ),
+        *(
+            _cel(f"!({_IS_LLM}) || {r.cel_at_default}", r.message, f".batching.{r.field}")
+            for r in LLM_BATCHING_RULES
+        ),
+    ]
+
+
+def llm_errors(spec: InferenceServiceSpec) -> list[str]:
+    """The same rules as ``llm_rules``, checked on a parsed spec (messages in order)."""
+    errors: list[str] = []
+    llm_format = spec.model.format in LLM_FORMATS
+    if spec.llm is not None and not llm_format:
+        errors.append(LLM_SECTION_UNEXPECTED_MESSAGE)
+    if spec.llm is None and llm_format:
+        errors.append(LLM_SECTION_MISSING_MESSAGE)
+    if spec.llm is not None:
+        if spec.llm.tensor_parallel_size != spec.accelerators.gpus_per_pod:
+            errors.append(TENSOR_PARALLEL_MESSAGE)
+        if spec.llm.kv_cache_dtype in ("fp16", "bf16") and spec.llm.kv_cache_dtype != (
+            spec.precision
+        ):
+            errors.append(KV_CACHE_DTYPE_MESSAGE)
+    if not llm_format:
+        errors += [
+            token_slo_message(f) for f in ("ttft", "tpot") if getattr(spec.slo, f) is not None
+        ]
+    else:
+        errors += [r.message for r in LLM_BATCHING_RULES if not r.at_default(spec.batching)]
+    return errors
+
+
 class InferenceServiceSpec(_Model):
     model_config = ConfigDict(
         json_schema_extra={
@@ -605,6 +880,7 @@ class InferenceServiceSpec(_Model):
                     ".batching.maxQueueDelay",
                 ),
                 *precision_rules(),
+                *llm_rules(),
                 _cel(
                     "!has(self.batching.queuePolicy) || "
                     "!has(self.batching.queuePolicy.timeout) || "
@@ -631,6 +907,11 @@ class InferenceServiceSpec(_Model):
     slo: SLOSpec = Field(description="The latency objective the autoscaler keeps.")
     accelerators: AcceleratorsSpec = Field(description="Which GPU kinds may serve.")
     scaling: ScalingSpec = _nested(ScalingSpec, "Replica bounds, warm pool and autoscaler.")
+    llm: LLMSpec | None = Field(
+        default=None,
+        description="The LLM engine's settings and the model's size; required for, and "
+        "only allowed with, the vllm and tensorrtllm formats.",
+    )
     tier: Tier = Field(
         default="interactive",
         description="interactive or batch: the pods' PriorityClass and Triton's default "
@@ -652,7 +933,15 @@ class InferenceServiceSpec(_Model):
             raise ValueError(TIMEOUT_COVERS_DELAY_MESSAGE)
         if self.precision not in PRECISIONS_BY_FORMAT[self.model.format].allowed:
             raise ValueError(precision_message(self.model.format))
+        errors = llm_errors(self)
+        if errors:
+            raise ValueError("; ".join(errors))
         return self
+
+    @property
+    def is_llm(self) -> bool:
+        """Served by an LLM engine (vLLM or TensorRT-LLM): continuous batching, streaming."""
+        return self.model.format in LLM_FORMATS
 
 
 class ObjectMeta(BaseModel):
