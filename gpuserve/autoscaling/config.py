@@ -73,8 +73,9 @@ class PolicyConfig:
         (slope of the stable window times the start-up time).
     target_queue_depth: explicit pending requests per serving pod (spec override);
         None derives everything from the SLO.
-    burst_memory: how long a measured surge (a rise of demand within one start-up time
-        beyond Poisson noise) is remembered and kept as headroom; 0 turns it off.
+    burst_memory: how long measured surges (rises of demand within one start-up time
+        beyond the measured noise, and queue clumps) are remembered; headroom covers them
+        less what the miss budget (1 - planning quantile) absorbs. 0 turns it off.
     """
 
     profile: ServiceProfile

@@ -23,6 +23,10 @@ _EPS = 1e-9
 # Bounds of the measured/assumed service-time ratio: a wild measurement (warm-up, a
 # stalled pod) must not make the model promise 10x the capacity.
 _SCALE_BOUNDS = (0.5, 4.0)
+# Standard deviations of measured noise a rise must exceed to count as a surge. The test
+# runs every evaluation (hundreds per burst memory), so it must be stricter than a single
+# 3-sigma test for false alarms on smooth traffic to stay rare.
+SURGE_Z = 4.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +89,12 @@ def decide(
     if queue_depth is not None:
         signals["queueDepth"] = queue_depth
     # Queued requests sit in the queues of the pods that have them: new pods cannot drain
-    # them, so the queue only argues for more pods once earlier ones have started.
-    need_queue = _replicas_for_queue(queue_depth, reference) if pools.starting == 0 else 0
+    # them, so the queue only argues for more pods once earlier ones have started, and not
+    # while it is already shrinking (the pods that hold it are clearing it).
+    draining = _queue_draining(history, now, config.rate_window)
+    need_queue = (
+        _replicas_for_queue(queue_depth, reference) if pools.starting == 0 and not draining else 0
+    )
 
     if demand is None:
         # Partial evidence may scale up (a deep queue is unambiguous), never down.
@@ -116,6 +124,11 @@ def decide(
     signals["readyCapacity"] = ready_capacity
     pressure = _latency_pressure(config, recent, reference, memory, pools, now)
     signals["latencyPressure"] = pressure
+    if draining:
+        # Latency measured while a backlog drains describes requests queued before the
+        # pods came: more pods cannot reach a queue that sits in other pods.
+        pressure = 0.0
+        signals["queueDraining"] = 1.0
     bursting = demand.panic > config.panic_threshold * ready_capacity and demand.panic > 0
     panic_trigger = bursting or pressure > 1.0
     panic_until = now + config.panic_hold if panic_trigger else memory.panic_until
@@ -156,10 +169,16 @@ def decide(
     # Recommendations kept for scale-down also cover the latest short-window demand: the
     # max over the window then remembers bursts the averaged demand smooths away.
     need_recent = _replicas_for_rate(demand.panic, caps, pools)
-    # Bursts faster than a cold start cannot be chased: keep headroom for the largest
-    # surge measured over the burst memory (none on traffic that Poisson noise explains).
-    surges = _remember_surge(config, memory.surges, now, _surge(config, history, now, horizon))
-    burst = max((v for _, v in surges), default=0.0)
+    # Bursts faster than a cold start cannot be chased: keep headroom for the surges
+    # measured over the burst memory, less those whose excess fits the miss budget.
+    surge = _surge(config, history, now, horizon, reference.rate)
+    clump = (
+        _clump(history, reference, pools.serving_ready, level)
+        if not (draining or panicking)
+        else 0.0
+    )
+    surges = _remember_minute(config, memory.surges, now, max(surge, clump), demand.stable)
+    burst = _burst_headroom(config, surges, horizon)
     need_burst = _replicas_for_rate(level + burst, caps, pools) if burst > 0 else 0
     signals.update(burstHeadroom=burst, needBurst=float(need_burst))
     evident = _clamp(config, max(need_now, need_queue, need_latency))
@@ -167,6 +186,10 @@ def decide(
     # demand, so they are not remembered for scale-down (pods bought to drain a burst go
     # as soon as the burst is over instead of a whole window later).
     remembered = _clamp(config, max(need_now, need_recent, need_burst))
+    if surge <= 0.0 and not bursting:
+        # A backlog with no surge of demand behind it says the pods are too few for this
+        # traffic (arrivals clumped finer than the rates show): keep them for a window.
+        remembered = max(remembered, _clamp(config, max(need_queue, need_latency)))
     raw = _clamp(config, max(evident, need_ahead, need_burst))
     # Keep a full window of recommendations; judge scale-down over the window that fits
     # how fast a wrong cut can be undone (warm promotion or cold start).
@@ -361,13 +384,39 @@ def _latency_pressure(
     return queued
 
 
-def _surge(config: PolicyConfig, history: MetricHistory, now: float, horizon: float) -> float:
-    """How far demand rose within one start-up time beyond what Poisson noise explains.
+def _clump(history: MetricHistory, reference: CapacityEstimate, ready: int, level: float) -> float:
+    """Arrivals clumped finer than the rate window: one scrape showed a queue the ready
+    pods cannot clear within the budget, and neither the scrape before nor the one after
+    did (a backlog that lasts is a surge or a stuck queue, judged by the other rules).
+    As a surge (req/s): the rate that clears the clump within the budget, beyond the
+    level."""
+    if reference.queue_budget <= 0 or ready <= 0:
+        return 0.0
+    depths = [q for x in history.samples[-3:] if (q := x.get("queue_depth")) is not None]
+    clearable = ready * reference.rate * reference.queue_budget
+    if len(depths) < 3 or not depths[0] <= clearable < depths[1] or depths[2] > clearable:
+        return 0.0
+    return max(0.0, depths[1] / reference.queue_budget - level)
+
+
+def _queue_draining(history: MetricHistory, now: float, window: float) -> bool:
+    """Queue depth now is below its value one rate window ago (a backlog on its way out)."""
+    samples = history.between(now - window - _EPS, now + _EPS)
+    depths = [q for x in samples if (q := x.get("queue_depth")) is not None]
+    return len(depths) >= 2 and depths[-1] < depths[0]
+
+
+def _surge(
+    config: PolicyConfig, history: MetricHistory, now: float, horizon: float, per_pod: float
+) -> float:
+    """How far demand rose within one start-up time beyond what its own noise explains.
 
     Compares the short-window demand now with the mean demand one to two start-up times
     ago. Rates over ``rate_window`` of Poisson arrivals at ``r`` have variance
-    ``r / rate_window``; a rise counts only above three standard deviations of the
-    difference, so smooth traffic keeps no headroom.
+    ``r / rate_window``; traffic more variable than Poisson scales that by its index of
+    dispersion, measured over the same earlier stretch. A rise counts (whole) only above
+    ``SURGE_Z`` standard deviations of the difference: smooth traffic keeps no headroom,
+    and a trace that is merely noisier than Poisson is not taken for a burst.
     """
     if config.burst_memory <= 0:
         return 0.0
@@ -379,23 +428,67 @@ def _surge(config: PolicyConfig, history: MetricHistory, now: float, horizon: fl
         return 0.0
     now_rate = sum(now_points) / len(now_points)
     base = sum(base_points) / len(base_points)
-    noise = 3.0 * math.sqrt(max(now_rate + base, 0.0) / max(config.rate_window, 1e-9))
-    return max(0.0, now_rate - base - noise)
+    window = max(config.rate_window, 1e-9)
+    dispersion = _dispersion(base_points, base, window)
+    noise = SURGE_Z * math.sqrt(dispersion * max(now_rate + base, 0.0) / window)
+    rise = now_rate - base
+    sized_for_base = max(1, math.ceil(base / per_pod - 1e-9)) * per_pod if per_pod > 0 else 0.0
+    return rise if rise > noise and now_rate > sized_for_base else 0.0
 
 
-def _remember_surge(
-    config: PolicyConfig, surges: tuple[tuple[float, float], ...], now: float, surge: float
-) -> tuple[tuple[float, float], ...]:
-    """Surges within the burst memory; one entry per minute (its largest) bounds the
-    status the operator stores."""
-    kept = [(t, v) for t, v in surges if t > now - config.burst_memory]
-    if surge > 0:
-        if kept and now - kept[-1][0] < 60.0:
-            t, v = kept[-1]
-            kept[-1] = (t, max(v, surge))
-        else:
-            kept.append((now, surge))
+def _dispersion(points: Sequence[float], mean: float, window: float) -> float:
+    """Index of dispersion of arrivals (variance over mean of counts per rate window),
+    at least 1 (Poisson): how much noisier than Poisson the measured rates are."""
+    if len(points) < 3 or mean <= 0.0:
+        return 1.0
+    var = sum((d - mean) ** 2 for d in points) / (len(points) - 1)
+    return max(1.0, var * window / mean)
+
+
+def _remember_minute(
+    config: PolicyConfig,
+    surges: tuple[tuple[float, float, float], ...],
+    now: float,
+    surge: float,
+    level: float,
+) -> tuple[tuple[float, float, float], ...]:
+    """One record per minute over the burst memory: (start, largest surge, mean demand).
+
+    Every minute is kept, surge or not, so the miss budget knows how many requests the
+    memory covers; this also bounds the status the operator stores (30 records for 30 min).
+    """
+    if config.burst_memory <= 0:
+        return ()
+    kept = [r for r in surges if r[0] > now - config.burst_memory]
+    if kept and now - kept[-1][0] < 60.0:
+        t, v, d = kept[-1]
+        kept[-1] = (t, max(v, surge), d)
+    else:
+        kept.append((now, surge, level))
     return tuple(kept)
+
+
+def _burst_headroom(
+    config: PolicyConfig, minutes: tuple[tuple[float, float, float], ...], horizon: float
+) -> float:
+    """Headroom (req/s) for the remembered surges, except what the miss budget absorbs.
+
+    A surge ``v`` above headroom ``h`` leaves about ``(v - h) * horizon`` requests beyond
+    the pods until new ones start. The planning quantile allows ``1 - q`` of the requests
+    the memory covers to miss: the headroom is the smallest ``h`` whose excesses over all
+    remembered surges stay within that budget. Rare surges on heavy smooth traffic fit the
+    budget and cost nothing; frequent or large bursts do not.
+    """
+    surges = sorted((v for _, v, _ in minutes if v > 0.0), reverse=True)
+    allowed = (1.0 - config.plan_quantile) * sum(d for _, _, d in minutes) * 60.0 / horizon
+    if sum(surges) <= allowed:
+        return 0.0
+    # f(h) = sum(max(0, v - h)) falls piecewise linearly; find where it meets `allowed`.
+    for k in range(1, len(surges) + 1):
+        h = (sum(surges[:k]) - allowed) / k
+        if h >= (surges[k] if k < len(surges) else 0.0):
+            return h
+    return surges[0]
 
 
 def _startup_horizon(config: PolicyConfig, pools: PoolState) -> float:

@@ -32,8 +32,8 @@ class PolicyMemory:
     """State the policy carries between evaluations; the operator keeps it in status.
 
     recommendations: (time, desired replicas) over the scale-down window.
-    surges: (time, req/s) of demand rises within one start-up time beyond what Poisson
-        noise explains, over the burst memory: one entry (the largest) per minute.
+    surges: one record per minute over the burst memory: (start, largest rise of demand
+        within one start-up time beyond its measured noise, req/s; mean demand, req/s).
     since: time of the first evaluation this memory has seen; until a whole scale-down
         window has been observed, the current size counts as a recommendation (after an
         operator restart the policy cannot know what it recommended before).
@@ -44,12 +44,12 @@ class PolicyMemory:
     last_scale_up: float | None = None
     last_scale_down: float | None = None
     panic_until: float | None = None
-    surges: tuple[tuple[float, float], ...] = ()
+    surges: tuple[tuple[float, float, float], ...] = ()
 
     def to_status(self) -> dict[str, Any]:
         return {
             "recommendations": [[t, n] for t, n in self.recommendations],
-            "surges": [[t, round(v, 3)] for t, v in self.surges],
+            "surges": [[t, round(v, 3), round(d, 3)] for t, v, d in self.surges],
             "since": self.since,
             "lastScaleUp": self.last_scale_up,
             "lastScaleDown": self.last_scale_down,
@@ -67,10 +67,10 @@ class PolicyMemory:
                 recs.append((float(entry[0]), int(entry[1])))
             except (TypeError, ValueError, IndexError):
                 continue
-        surges: list[tuple[float, float]] = []
+        surges: list[tuple[float, float, float]] = []
         for entry in body.get("surges") or []:
             try:
-                surges.append((float(entry[0]), float(entry[1])))
+                surges.append((float(entry[0]), float(entry[1]), float(entry[2])))
             except (TypeError, ValueError, IndexError):
                 continue
         return cls(

@@ -12,6 +12,7 @@ from gpuserve.autoscaling import (
     PolicyConfig,
     PoolState,
     ServiceProfile,
+    replica_capacity,
 )
 
 # The sleeper model: 5 ms per execution + 0.2 ms per item, max batch 32, 2 ms delay.
@@ -27,6 +28,14 @@ HEAVY = ServiceProfile(
 def config(**overrides: object) -> PolicyConfig:
     base = PolicyConfig(profile=HEAVY, slo_latency=2.0, min_replicas=1, max_replicas=20)
     return replace(base, **overrides)  # type: ignore[arg-type]
+
+
+def capacity() -> float:
+    """Requests/s one replica of the default config sustains within its SLO."""
+    cfg = config()
+    return replica_capacity(
+        profile=cfg.profile, slo_latency=cfg.slo_latency, quantile=cfg.plan_quantile
+    ).rate
 
 
 def history(

@@ -7,7 +7,7 @@ import math
 from dataclasses import replace
 
 import pytest
-from policy_helpers import config, history, pools
+from policy_helpers import capacity, config, history, pools
 
 from e2e.invalid_cases import valid_service
 from gpuserve.api.models import parse_inference_service
@@ -42,13 +42,6 @@ def run(
         now=now,
         memory=memory or PolicyMemory(since=0.0),
     )
-
-
-def capacity() -> float:
-    cfg = config()
-    return replica_capacity(
-        profile=cfg.profile, slo_latency=cfg.slo_latency, quantile=cfg.plan_quantile
-    ).rate
 
 
 # --------------------------------------------------------------------------- steady load
@@ -344,6 +337,6 @@ def test_planning_percentile_from_the_spec_buys_headroom() -> None:
 
 
 def test_surges_survive_the_status_round_trip() -> None:
-    memory = PolicyMemory(surges=((10.0, 4.5), (80.0, 12.25)))
+    memory = PolicyMemory(surges=((10.0, 4.5, 3.0), (80.0, 0.0, 12.25)))
     assert PolicyMemory.from_status(memory.to_status()).surges == memory.surges
-    assert PolicyMemory.from_status({"surges": [["x", 1], [5.0]]}).surges == ()
+    assert PolicyMemory.from_status({"surges": [["x", 1, 2], [5.0, 1.0]]}).surges == ()

@@ -1,0 +1,113 @@
+"""Burst memory: which rises count as surges, how much headroom they buy, and backlogs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from policy_helpers import capacity, config, history, pools
+
+from gpuserve.autoscaling import Decision, PolicyMemory, decide
+
+NOW = 300.0
+
+
+def decide_on(
+    rate: Callable[[float], float] | float,
+    *,
+    serving: int,
+    memory: PolicyMemory | None = None,
+    queue: Callable[[float], float] | float = 0.0,
+    queue_time: float = 0.2,
+    p95: float = 1.0,
+) -> Decision:
+    return decide(
+        config=config(),
+        history=history(
+            rate, start=NOW - 120, end=NOW, queue=queue, queue_time=queue_time, p95=p95
+        ),
+        pools=pools(serving),
+        now=NOW,
+        memory=memory or PolicyMemory(since=0.0),
+    )
+
+
+def surge_now(decision: Decision) -> float:
+    t, surge, _ = decision.memory.surges[-1]
+    assert t == NOW
+    return surge
+
+
+def test_a_rise_no_larger_than_the_measured_noise_is_no_surge() -> None:
+    cap = capacity()
+
+    def after_flat(t: float) -> float:
+        return 3 * cap if t >= NOW - 5 else 2 * cap
+
+    def after_noise(t: float) -> float:
+        # Same mean before the rise, but alternating by a whole replica's worth.
+        if t >= NOW - 5:
+            return 3 * cap
+        return 3 * cap if int(t // 5) % 2 else 1 * cap
+
+    assert surge_now(decide_on(after_flat, serving=2)) == pytest.approx(cap)
+    assert surge_now(decide_on(after_noise, serving=2)) == 0.0
+
+
+def test_a_rise_the_pods_absorb_is_no_surge() -> None:
+    cap = capacity()
+
+    def rise_to(peak: float) -> Callable[[float], float]:
+        return lambda t: peak if t >= NOW - 5 else 1.2 * cap
+
+    # 1.2 replicas' worth needs 2 pods; a rise to 1.9 stays within them, 2.8 does not.
+    assert surge_now(decide_on(rise_to(1.9 * cap), serving=2)) == 0.0
+    assert surge_now(decide_on(rise_to(2.8 * cap), serving=2)) == pytest.approx(1.6 * cap)
+
+
+def minutes(surge: float, level: float, count: int) -> tuple[tuple[float, float, float], ...]:
+    return tuple((NOW - 60.0 * (count - i), surge, level) for i in range(count))
+
+
+def test_a_rare_small_surge_on_heavy_traffic_fits_the_miss_budget() -> None:
+    cap = capacity()
+    memory = PolicyMemory(since=0.0, surges=(*minutes(0.0, 5 * cap, 29), (NOW - 30, cap, 5 * cap)))
+    decision = decide_on(5 * cap, serving=5, memory=memory)
+    assert decision.signals["burstHeadroom"] == 0.0
+    assert decision.desired_replicas == 5
+
+
+def test_frequent_bursts_keep_headroom_for_nearly_the_largest() -> None:
+    cap = capacity()
+    memory = PolicyMemory(since=0.0, surges=minutes(5 * cap, 0.5 * cap, 10))
+    decision = decide_on(0.5 * cap, serving=1, memory=memory)
+    # The budget (1% of the requests the memory covers) forgives a sliver of each burst.
+    assert 4.5 * cap < decision.signals["burstHeadroom"] < 5 * cap
+    assert decision.signals["needBurst"] == 6  # 5.5 replicas' worth
+    assert decision.desired_replicas > 1
+
+
+def test_a_shrinking_backlog_buys_no_pods_a_standing_one_does() -> None:
+    cap = capacity()
+    slow = {"queue_time": 5.0, "p95": 6.0}
+    draining = decide_on(2 * cap, serving=4, queue=lambda t: 2 * (NOW + 100 - t), **slow)
+    standing = decide_on(2 * cap, serving=4, queue=200.0, **slow)
+    assert draining.desired_replicas == 4
+    assert draining.signals["queueDraining"] == 1.0
+    assert standing.desired_replicas > 4
+
+
+def test_a_queue_one_scrape_shows_is_a_clump_a_lasting_one_is_not() -> None:
+    cap = capacity()
+    budget = decide_on(cap, serving=2).signals["queueBudget"]
+    spike = 4 * cap * budget  # twice what two pods clear within the budget
+
+    def once(t: float) -> float:
+        return spike if abs(t - (NOW - 5)) < 1e-6 else 0.0
+
+    def lasting(t: float) -> float:
+        return spike if t >= NOW - 5 else 0.0
+
+    # Clumps finer than the rate window: the rates stay flat, only the queue shows them.
+    assert surge_now(decide_on(cap, serving=2, queue=once)) == pytest.approx(3 * cap)
+    assert surge_now(decide_on(cap, serving=2, queue=lasting)) == 0.0
