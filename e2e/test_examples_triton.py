@@ -25,6 +25,11 @@ SERVICES, _ = split_manifests(load_documents([REPO / "examples"]))
 
 @pytest.mark.parametrize("svc", SERVICES, ids=lambda s: s.metadata.name)
 def test_example_config_loads_in_real_triton(svc: InferenceService) -> None:
+    if svc.spec.is_llm:
+        # The local Triton has neither LLM backend, and the Python-backend emulation would
+        # check only its own I/O against the sleeper model: the vllm and tensorrtllm
+        # configs are parsed as ModelConfig in tests/test_llm_rendering.py instead.
+        pytest.skip(f"{svc.spec.model.format} backend is not in the local Triton")
     text = render_config_pbtxt(svc.spec)
     parse_config_pbtxt(text)  # the proto accepts it as text format
     result = validate_model_config(text, emulate_backend=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from gpuserve.api.llm_sizing import memory_shortfall, precisions_needed
 from gpuserve.api.models import AcceleratorClassSpec, InferenceServiceSpec
 
 
@@ -66,7 +67,12 @@ class ClassIssue:
 def usable_classes(
     spec: InferenceServiceSpec, classes: Mapping[str, AcceleratorClassSpec]
 ) -> tuple[list[str], list[ClassIssue]]:
-    """Allowed classes that exist and can run this spec, in preference order."""
+    """Allowed classes that exist and can run this spec, in preference order.
+
+    A class is skipped when it is missing, serves MIG slices to a multi-GPU pod, cannot
+    run a numeric type the spec needs (compute capability), or, for an LLM, has GPUs (or
+    slices) too small for the weights and one full-context sequence of KV cache; a class
+    that states no memoryGiB is not checked for memory."""
     usable: list[str] = []
     issues: list[ClassIssue] = []
     for name in spec.accelerators.classes:
@@ -84,13 +90,24 @@ def usable_classes(
                     "must be 1 (Triton sees one MIG device per process)",
                 )
             )
-        elif not accel.supports(spec.precision):
+        elif unsupported := [what for what, p in precisions_needed(spec) if not accel.supports(p)]:
             issues.append(
                 ClassIssue(
                     name,
                     "PrecisionUnsupported",
-                    f"precision {spec.precision} needs a newer GPU than AcceleratorClass "
+                    f"{' and '.join(unsupported)} need{'s' if len(unsupported) == 1 else ''} "
+                    f"a newer GPU than AcceleratorClass "
                     f"{name!r} (compute capability {accel.compute_capability})",
+                )
+            )
+        elif accel.memory_gib is not None and (
+            shortfall := memory_shortfall(spec, accel.memory_gib)
+        ):
+            issues.append(
+                ClassIssue(
+                    name,
+                    "InsufficientGPUMemory",
+                    f"AcceleratorClass {name!r} is too small: the model {shortfall}",
                 )
             )
         else:

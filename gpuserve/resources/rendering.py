@@ -1,10 +1,10 @@
 """Render the children of an InferenceService as plain dicts.
 
-One ConfigMap holds config.pbtxt; each allowed AcceleratorClass gets two Deployments of
-Triton pods, a serving one at the tier's PriorityClass and a standby one (the warm pool) at
-``gpuserve-standby``, which serving pods may preempt; one Service selects the serving pods
-of all pools; one PodDisruptionBudget guards them. The output is what server-side apply
-sends: only fields gpuserve owns.
+One ConfigMap holds config.pbtxt (and vLLM's model.json); each allowed AcceleratorClass
+gets two Deployments of Triton pods, a serving one at the tier's PriorityClass and a
+standby one (the warm pool) at ``gpuserve-standby``, which serving pods may preempt; one
+Service selects the serving pods of all pools; one PodDisruptionBudget guards them. The
+output is what server-side apply sends: only fields gpuserve owns.
 """
 
 from __future__ import annotations
@@ -13,7 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuserve.api.models import AcceleratorClassSpec, InferenceService, InferenceServiceSpec
+from gpuserve.api.models import (
+    AcceleratorClassSpec,
+    InferenceService,
+    InferenceServiceSpec,
+    default_triton_image,
+)
 from gpuserve.placement.planning import PoolsPlan
 from gpuserve.resources.keda import scaled_object
 from gpuserve.resources.naming import (
@@ -34,7 +39,7 @@ from gpuserve.resources.naming import (
     standby_deployment_name,
 )
 from gpuserve.resources.storage import model_volumes
-from gpuserve.triton.modelconfig import render_config_pbtxt
+from gpuserve.triton.modelconfig import render_model_files
 from gpuserve.triton.serverargs import GRPC_PORT, HTTP_PORT, METRICS_PORT, server_args
 
 Obj = dict[str, Any]
@@ -103,16 +108,22 @@ def _meta(
 
 
 def config_map(service: InferenceService) -> Obj:
+    """The model's files: config.pbtxt, and vLLM's model.json."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(service, config_map_name(service.metadata.name)),
-        "data": {"config.pbtxt": render_config_pbtxt(service.spec)},
+        "data": render_model_files(service.spec),
     }
 
 
 def config_hash(spec: InferenceServiceSpec) -> str:
-    return short_hash(render_config_pbtxt(spec))
+    """Changes with any model file, so a change rolls the pods. A lone config.pbtxt hashes
+    as before model.json existed: upgrading the operator rolls no pod."""
+    files = render_model_files(spec)
+    if list(files) == ["config.pbtxt"]:
+        return short_hash(files["config.pbtxt"])
+    return short_hash("\n".join(f"{name}\n{text}" for name, text in sorted(files.items())))
 
 
 def _affinity(accel: AcceleratorClassSpec) -> Obj:
@@ -151,9 +162,9 @@ def _container(service: InferenceService, accel: AcceleratorClassSpec) -> Obj:
     res = spec.triton.resources
     gpus = str(spec.accelerators.gpus_per_pod)
     volumes_mounts = model_volumes(spec, service.metadata.name).mounts
-    return {
+    container: Obj = {
         "name": "triton",
-        "image": spec.triton.image,
+        "image": spec.triton.image or default_triton_image(spec.model.format),
         "args": server_args(spec),
         "ports": [
             {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
@@ -175,6 +186,10 @@ def _container(service: InferenceService, accel: AcceleratorClassSpec) -> Obj:
             "capabilities": {"drop": ["ALL"]},
         },
     }
+    if spec.is_llm:
+        # The engines write compile and kernel caches under $HOME; the root is read-only.
+        container["env"] = [{"name": "HOME", "value": "/tmp"}]
+    return container
 
 
 def deployment(

@@ -2,8 +2,10 @@
 
 The model repository is /models/<model>/: config.pbtxt from the ConfigMap, and the
 version directory either mounted from a PVC or filled by an init container that copies
-from object storage. Credentials reach the fetcher as environment from a Secret
-reference; gpuserve never reads or copies the Secret's data.
+from object storage. A vLLM model's version directory holds model.json from the
+ConfigMap instead, and its weights are mounted (or copied) at /weights. Credentials reach
+the fetcher as environment from a Secret reference; gpuserve never reads or copies the
+Secret's data.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from typing import Any
 
 from gpuserve.api.models import InferenceServiceSpec
 from gpuserve.resources.naming import config_map_name
-from gpuserve.triton.serverargs import MODEL_REPOSITORY
+from gpuserve.triton.llmconfig import MODEL_JSON, VLLM_WEIGHTS_DIR
+from gpuserve.triton.serverargs import model_dir, version_path
 
 Obj = dict[str, Any]
 
@@ -42,28 +45,46 @@ def version_dir(spec: InferenceServiceSpec) -> str:
     return str(spec.model.version or 1)
 
 
-def model_volumes(spec: InferenceServiceSpec, service_name: str) -> ModelVolumes:
-    model_dir = f"{MODEL_REPOSITORY}/{spec.model.name}"
-    version_path = f"{model_dir}/{version_dir(spec)}"
-    config_volume: Obj = {
-        "name": "model-config",
-        "configMap": {"name": config_map_name(service_name)},
-    }
-    tmp: Obj = {"name": "tmp", "emptyDir": {}}
-    mounts: list[Obj] = [
-        {
+def _config_files(spec: InferenceServiceSpec, service_name: str) -> tuple[Obj, Obj]:
+    """The ConfigMap's volume and mount. config.pbtxt alone is mounted by subPath beside
+    the version directory; with vLLM's model.json the ConfigMap is the model directory,
+    its model.json projected into the version directory (the weights live elsewhere)."""
+    source: Obj = {"name": config_map_name(service_name)}
+    if spec.model.format != "vllm":
+        mount: Obj = {
             "name": "model-config",
-            "mountPath": f"{model_dir}/config.pbtxt",
+            "mountPath": f"{model_dir(spec)}/config.pbtxt",
             "subPath": "config.pbtxt",
-        },
-        {"name": "tmp", "mountPath": "/tmp"},
+        }
+        return {"name": "model-config", "configMap": source}, mount
+    source["items"] = [
+        {"key": "config.pbtxt", "path": "config.pbtxt"},
+        {"key": MODEL_JSON, "path": f"{version_dir(spec)}/{MODEL_JSON}"},
     ]
+    mount = {"name": "model-config", "mountPath": model_dir(spec), "readOnly": True}
+    return {"name": "model-config", "configMap": source}, mount
+
+
+def model_volumes(spec: InferenceServiceSpec, service_name: str) -> ModelVolumes:
+    # vLLM reads the weights from the path in model.json; every other backend from the
+    # version directory.
+    files_path = VLLM_WEIGHTS_DIR if spec.model.format == "vllm" else version_path(spec)
+    config_volume, config_mount = _config_files(spec, service_name)
+    tmp: Obj = {"name": "tmp", "emptyDir": {}}
+    mounts: list[Obj] = [config_mount, {"name": "tmp", "mountPath": "/tmp"}]
+    extra: list[Obj] = []
+    if spec.is_llm:
+        # The engines' worker processes share tensors through /dev/shm, which a container
+        # otherwise gets at 64 MiB.
+        extra.append({"name": "dshm", "emptyDir": {"medium": "Memory"}})
+        mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
     scheme, rest = _split_uri(spec.model.storage_uri)
     if scheme == "pvc":
         claim, _, sub_path = rest.partition("/")
         volumes = [
             config_volume,
             tmp,
+            *extra,
             {
                 "name": "model-files",
                 "persistentVolumeClaim": {"claimName": claim, "readOnly": True},
@@ -72,14 +93,14 @@ def model_volumes(spec: InferenceServiceSpec, service_name: str) -> ModelVolumes
         mounts.append(
             {
                 "name": "model-files",
-                "mountPath": version_path,
+                "mountPath": files_path,
                 "subPath": sub_path,
                 "readOnly": True,
             }
         )
         return ModelVolumes(volumes=volumes, mounts=mounts)
-    volumes = [config_volume, tmp, {"name": "model-files", "emptyDir": {}}]
-    mounts.append({"name": "model-files", "mountPath": version_path, "readOnly": True})
+    volumes = [config_volume, tmp, *extra, {"name": "model-files", "emptyDir": {}}]
+    mounts.append({"name": "model-files", "mountPath": files_path, "readOnly": True})
     if scheme not in _RCLONE_REMOTES:
         # demo://: the local runner provides the catalogue model; nothing to fetch.
         return ModelVolumes(volumes=volumes, mounts=mounts)

@@ -15,6 +15,8 @@ from tritonclient.grpc import model_config_pb2 as pb
 
 from gpuserve.api.durations import parse_duration
 from gpuserve.api.models import BatchingSpec, InferenceServiceSpec
+from gpuserve.triton.llmconfig import MODEL_JSON, configure_llm_engine, render_model_json
+from gpuserve.triton.serverargs import version_path
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,9 @@ BACKENDS: dict[str, Backend] = {
     "tensorflow": Backend("tensorflow_savedmodel", "tensorflow", "model.savedmodel"),
     # The Python backend has no platform value; it is named by backend only.
     "python": Backend("", "python", "model.py"),
+    # The LLM backends have no platform value either; vLLM reads model.json.
+    "vllm": Backend("", "vllm", "model.json"),
+    "tensorrtllm": Backend("", "tensorrtllm", ""),
 }
 
 # Formats whose precision Triton sets through the TensorRT execution accelerator.
@@ -79,7 +84,7 @@ def build_model_config(spec: InferenceServiceSpec) -> pb.ModelConfig:
     """The ModelConfig protobuf for a service spec (pure; same input, same bytes)."""
     model = spec.model
     backend = BACKENDS[model.format]
-    cfg = pb.ModelConfig(name=model.name, max_batch_size=spec.batching.max_batch_size)
+    cfg = pb.ModelConfig(name=model.name)
     if backend.platform:
         cfg.platform = backend.platform
     else:
@@ -90,25 +95,44 @@ def build_model_config(spec: InferenceServiceSpec) -> pb.ModelConfig:
         cfg.version_policy.latest.num_versions = 1
     cfg.input.extend(_tensor(t, pb.ModelInput) for t in model.inputs)
     cfg.output.extend(_tensor(t, pb.ModelOutput) for t in model.outputs)
-    cfg.instance_group.append(
-        pb.ModelInstanceGroup(kind=pb.ModelInstanceGroup.KIND_GPU, count=spec.triton.instance_count)
-    )
-    if spec.batching.max_batch_size > 0:
-        cfg.dynamic_batching.CopyFrom(_dynamic_batching(spec))
-    if model.format in _TRT_ACCELERATED and spec.precision != "fp32":
-        accel = cfg.optimization.execution_accelerators.gpu_execution_accelerator.add()
-        accel.name = "tensorrt"
-        accel.parameters["precision_mode"] = spec.precision.upper()
-    if spec.triton.response_cache:
-        cfg.response_cache.enable = True
+    if spec.llm is not None:
+        configure_llm_engine(cfg, spec, spec.llm, version_path(spec))
+    else:
+        _configure_dynamic_batcher(cfg, spec)
     for key, value in sorted(model.parameters.items()):
         cfg.parameters[key].string_value = value
     return cfg
 
 
+def _configure_dynamic_batcher(cfg: pb.ModelConfig, spec: InferenceServiceSpec) -> None:
+    """Batching, GPU instances, precision and cache of a model that Triton batches."""
+    cfg.max_batch_size = spec.batching.max_batch_size
+    cfg.instance_group.append(
+        pb.ModelInstanceGroup(kind=pb.ModelInstanceGroup.KIND_GPU, count=spec.triton.instance_count)
+    )
+    if spec.batching.max_batch_size > 0:
+        cfg.dynamic_batching.CopyFrom(_dynamic_batching(spec))
+    if spec.model.format in _TRT_ACCELERATED and spec.precision != "fp32":
+        accel = cfg.optimization.execution_accelerators.gpu_execution_accelerator.add()
+        accel.name = "tensorrt"
+        accel.parameters["precision_mode"] = spec.precision.upper()
+    if spec.triton.response_cache:
+        cfg.response_cache.enable = True
+
+
 def render_config_pbtxt(spec: InferenceServiceSpec) -> str:
     text: str = text_format.MessageToString(build_model_config(spec))
     return text
+
+
+def render_model_files(spec: InferenceServiceSpec) -> dict[str, str]:
+    """Every file gpuserve writes into the model's directory, by name: config.pbtxt, and
+    vLLM's model.json (which the pod finds in the version directory)."""
+    files = {"config.pbtxt": render_config_pbtxt(spec)}
+    model_json = render_model_json(spec)
+    if model_json is not None:
+        files[MODEL_JSON] = model_json
+    return files
 
 
 def parse_config_pbtxt(text: str) -> pb.ModelConfig:

@@ -10,6 +10,16 @@ GRPC_PORT = 8001
 METRICS_PORT = 8002
 
 
+def model_dir(spec: InferenceServiceSpec) -> str:
+    """The model's directory in the repository inside the pod."""
+    return f"{MODEL_REPOSITORY}/{spec.model.name}"
+
+
+def version_path(spec: InferenceServiceSpec) -> str:
+    """The served version's directory (the pinned version, or 1)."""
+    return f"{model_dir(spec)}/{spec.model.version or 1}"
+
+
 def server_args(spec: InferenceServiceSpec) -> list[str]:
     """Flags in a fixed order (a stable pod template means no needless rollouts)."""
     args = [
