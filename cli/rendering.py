@@ -94,7 +94,9 @@ def render_service(
         capacity=room,
     )
     pools = pool_plans(plan, order)
-    return render_children(RenderInput(service=svc, classes=classes, pools=pools))
+    # As the operator does: pools only for the classes that can run this spec.
+    usable = {c: classes[c] for c in order}
+    return render_children(RenderInput(service=svc, classes=usable, pools=pools))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -31,7 +31,9 @@ SERVICE_NEAR: dict[str, list[Any]] = {
     "spec.model": [{}, {"name": "m"}],
     "spec.model.name": ["sleeper.v2", "-x", "a/b", "x" * 63, "x" * 64],
     "spec.model.storageUri": ["s3://b/p", "pvc://claim", "pvc://claim/p", "http://x", "demo://"],
-    "spec.model.format": ["onnx", "tensorrt", "pytorch", "tensorflow", "caffe", "ONNX"],
+    "spec.model.format": [
+        "onnx", "tensorrt", "pytorch", "tensorflow", "vllm", "tensorrtllm", "caffe", "ONNX"
+    ],
     "spec.model.version": [0, 1, -1, 2**31],
     "spec.model.storageSecretRef": [{"name": "creds"}, {"name": ""}, {}, "creds"],
     "spec.model.inputs": [[], [{"name": "x", "dataType": "FP32", "dims": [1]}] * 33],
