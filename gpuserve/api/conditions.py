@@ -23,14 +23,11 @@ def set_condition(
 ) -> list[Condition]:
     """A new list with ``type_`` set; the others are kept as they are."""
     previous = next((c for c in conditions if c.type == type_), None)
-    changed = previous is None or previous.status != status
+    same = previous is not None and previous.status == status
+    since = previous.last_transition_time if same and previous is not None else now
     updated = Condition(
-        type=type_,
-        status=status,
-        reason=reason,
-        message=message,
-        observed_generation=generation,
-        last_transition_time=now if changed or previous is None else previous.last_transition_time,
+        type=type_, status=status, reason=reason, message=message,
+        observed_generation=generation, last_transition_time=since,
     )
     rest = [c for c in conditions if c.type != type_]
     return sorted([*rest, updated], key=_rank)
@@ -51,11 +48,6 @@ class ConditionWriter:
 
     def set(self, type_: str, status: ConditionStatus, reason: str, message: str) -> None:
         self.conditions = set_condition(
-            self.conditions,
-            type_=type_,
-            status=status,
-            reason=reason,
-            message=message,
-            generation=self.generation,
-            now=self.now,
+            self.conditions, type_=type_, status=status, reason=reason, message=message,
+            generation=self.generation, now=self.now,
         )

@@ -180,17 +180,16 @@ def plan_pools(
     once, waiting for a serving-priority pod to take their place), on what is really left:
     a standby pod preempts nothing. A shortfall is charged to the warm pool first.
     """
+    Room = Mapping[str, ClassCapacity]
+
+    def placed(want: int, now: Mapping[str, PoolNow], room: Room) -> Placement:
+        return place(desired=want, order=order, now=now, capacity=room, gpus_per_pod=gpus_per_pod)
+
     serving_cap = {
         c: ClassCapacity(free=cap.free + cap.preemptible, total=cap.total)
         for c, cap in capacity.items()
     }
-    serving = place(
-        desired=desired,
-        order=order,
-        now=serving_now,
-        capacity=serving_cap,
-        gpus_per_pod=gpus_per_pod,
-    )
+    serving = placed(desired, serving_now, serving_cap)
     left: dict[str, ClassCapacity] = {}
     for c in order:
         cap = capacity.get(c, ClassCapacity(0, 0))
@@ -199,13 +198,7 @@ def plan_pools(
         taken = (serving.replicas[c] - serving_now.get(c, PoolNow()).scheduled) * gpus_per_pod
         left[c] = ClassCapacity(free=max(cap.free - taken, 0), total=cap.total)
     promoted = sum(max(n, 0) for n in standby_serving.values())
-    standby = place(
-        desired=max(warm_pool, 0) + promoted,
-        order=order,
-        now=standby_now,
-        capacity=left,
-        gpus_per_pod=gpus_per_pod,
-    )
+    standby = placed(max(warm_pool, 0) + promoted, standby_now, left)
     # A standby pod that serves keeps its place until a serving-priority pod relieves it.
     standby_replicas = {c: max(standby.replicas[c], standby_serving.get(c, 0)) for c in order}
     problems = list(serving.problems)

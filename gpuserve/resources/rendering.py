@@ -275,34 +275,28 @@ def deployment(
     }
 
 
-def service_object(service: InferenceService) -> Obj:
+def _serving_child(service: InferenceService, api_version: str, kind: str, spec: Obj) -> Obj:
+    """A child named after the service whose spec selects its serving pods."""
     name = service.metadata.name
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": _meta(service, name),
-        "spec": {
-            "type": "ClusterIP",
-            "selector": {LABEL_SERVICE: name, LABEL_ROLE: ROLE_SERVING},
-            "ports": [
-                {"name": "http", "port": HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
-                {"name": "grpc", "port": GRPC_PORT, "targetPort": "grpc", "protocol": "TCP"},
-            ],
-        },
-    }
+    return {"apiVersion": api_version, "kind": kind, "metadata": _meta(service, name), "spec": spec}
+
+
+def _serving_pods(service: InferenceService) -> dict[str, str]:
+    return {LABEL_SERVICE: service.metadata.name, LABEL_ROLE: ROLE_SERVING}
+
+
+def service_object(service: InferenceService) -> Obj:
+    ports = [
+        {"name": "http", "port": HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
+        {"name": "grpc", "port": GRPC_PORT, "targetPort": "grpc", "protocol": "TCP"},
+    ]
+    spec = {"type": "ClusterIP", "selector": _serving_pods(service), "ports": ports}
+    return _serving_child(service, "v1", "Service", spec)
 
 
 def disruption_budget(service: InferenceService) -> Obj:
-    name = service.metadata.name
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": _meta(service, name),
-        "spec": {
-            "maxUnavailable": 1,
-            "selector": {"matchLabels": {LABEL_SERVICE: name, LABEL_ROLE: ROLE_SERVING}},
-        },
-    }
+    spec = {"maxUnavailable": 1, "selector": {"matchLabels": _serving_pods(service)}}
+    return _serving_child(service, "policy/v1", "PodDisruptionBudget", spec)
 
 
 def render_children(inp: RenderInput) -> list[Obj]:
