@@ -131,6 +131,7 @@ def evaluate(body: dict[str, Any], kw: dict[str, Any]) -> Decision | None:
             verb = (
                 "ScaledUp" if decision.delta > 0 else "ScaledDown" if decision.delta < 0 else "Held"
             )
+            log.info("%s/%s %s %s", key[0], key[1], verb, record.reason)
             kopf.event(
                 as_body(body),
                 type="Normal",

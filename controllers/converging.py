@@ -202,6 +202,7 @@ def _apply(
         recent.record(key, wanted)
         if patched and was is not None and was.ready and was.role != change.role:
             verb = "Promoted" if change.role == ROLE_SERVING else "Demoted"
+            log.info("%s/%s: %s pod %s", namespace, meta["name"], verb.lower(), change.pod)
             outcome.events.append(("Normal", verb, f"pod {change.pod} is now {change.role}"))
 
     # The children index is fed by watches: a child it doesn't hold is (about to be)
