@@ -171,7 +171,9 @@ def decide(
     need_recent = _replicas_for_rate(demand.panic, caps, pools)
     # Bursts faster than a cold start cannot be chased: keep headroom for the surges
     # measured over the burst memory, less those whose excess fits the miss budget.
-    surge = _surge(config, history, now, horizon, reference.rate)
+    clearable = pools.serving_ready * reference.rate * reference.queue_budget
+    arriving = _queue_growth(history, clearable)
+    surge = _surge(config, history, now, horizon, reference.rate, arriving)
     clump = (
         _clump(history, reference, pools.serving_ready, level)
         if not (draining or panicking)
@@ -399,6 +401,21 @@ def _clump(history: MetricHistory, reference: CapacityEstimate, ready: int, leve
     return max(0.0, depths[1] / reference.queue_budget - level)
 
 
+def _queue_growth(history: MetricHistory, clearable: float) -> float:
+    """Arrivals per second over the last scrape interval while the queue grows beyond what
+    the ready pods clear within the budget: its growth plus completions. Rates over the
+    rate window see a burst shorter than the window only in part; the queue gauge sees it
+    at once. 0 when the queue did not grow past ``clearable``."""
+    samples = [x for x in history.samples[-2:] if x.get("queue_depth") is not None]
+    if len(samples) < 2 or samples[1].at <= samples[0].at:
+        return 0.0
+    before, after = samples[0].get("queue_depth") or 0.0, samples[1].get("queue_depth") or 0.0
+    if after <= before or after <= clearable:
+        return 0.0
+    done = samples[1].get("success_rate") or 0.0
+    return (after - before) / (samples[1].at - samples[0].at) + done
+
+
 def _queue_draining(history: MetricHistory, now: float, window: float) -> bool:
     """Queue depth now is below its value one rate window ago (a backlog on its way out)."""
     samples = history.between(now - window - _EPS, now + _EPS)
@@ -407,7 +424,12 @@ def _queue_draining(history: MetricHistory, now: float, window: float) -> bool:
 
 
 def _surge(
-    config: PolicyConfig, history: MetricHistory, now: float, horizon: float, per_pod: float
+    config: PolicyConfig,
+    history: MetricHistory,
+    now: float,
+    horizon: float,
+    per_pod: float,
+    arriving: float,
 ) -> float:
     """How far demand rose within one start-up time beyond what its own noise explains.
 
@@ -426,7 +448,7 @@ def _surge(
     base_points = [d for x in before if (d := x.demand) is not None]
     if not now_points or not base_points:
         return 0.0
-    now_rate = sum(now_points) / len(now_points)
+    now_rate = max(sum(now_points) / len(now_points), arriving)
     base = sum(base_points) / len(base_points)
     window = max(config.rate_window, 1e-9)
     dispersion = _dispersion(base_points, base, window)

@@ -111,3 +111,15 @@ def test_a_queue_one_scrape_shows_is_a_clump_a_lasting_one_is_not() -> None:
     # Clumps finer than the rate window: the rates stay flat, only the queue shows them.
     assert surge_now(decide_on(cap, serving=2, queue=once)) == pytest.approx(3 * cap)
     assert surge_now(decide_on(cap, serving=2, queue=lasting)) == 0.0
+
+
+def test_a_burst_shorter_than_the_rate_window_is_measured_by_the_queue_growth() -> None:
+    cap = capacity()
+
+    def queue(t: float) -> float:  # 10 replicas' worth of a second arrived since the last scrape
+        return 10 * cap if t >= NOW else 0.0
+
+    # The rates (20 s windows) have not moved yet; the queue grew by 2 * cap per second on
+    # top of what the pods completed: 3 * cap arriving against 1 * cap before.
+    assert surge_now(decide_on(cap, serving=2)) == 0.0
+    assert surge_now(decide_on(cap, serving=2, queue=queue)) == pytest.approx(2 * cap)
