@@ -126,6 +126,9 @@ def precision_rules() -> list[JsonDict]:
     ]
 
 
+# A duration such as 100ms or 1m30s: the format the fields below share.
+Duration = Annotated[str, Field(pattern=DURATION_PATTERN, max_length=32)]
+
 # Minimum CUDA compute capability for the precisions that need tensor-core support.
 MIN_COMPUTE_CAPABILITY: dict[str, float] = {"bf16": 8.0, "fp8": 8.9}
 
@@ -292,12 +295,10 @@ class QueuePolicy(_Model):
         ge=0,
         le=1_000_000,
     )
-    timeout: str | None = Field(
+    timeout: Duration | None = Field(
         default=None,
         description="How long a request may wait in the queue before timeoutAction "
         "applies, as a duration (e.g. 100ms). Unset means no timeout.",
-        pattern=DURATION_PATTERN,
-        max_length=32,
     )
     timeout_action: Literal["Reject", "Delay"] = Field(
         default="Reject",
@@ -351,12 +352,10 @@ class BatchingSpec(_Model):
         "maxBatchSize, within maxQueueDelay.",
         max_length=16,
     )
-    max_queue_delay: str = Field(
+    max_queue_delay: Duration = Field(
         default="0ms",
         description="How long the batcher may hold a request to build a larger batch "
         "(e.g. 2ms). Must fit inside the SLO latency.",
-        pattern=DURATION_PATTERN,
-        max_length=32,
     )
     priority_levels: int = Field(
         default=0,
@@ -390,30 +389,24 @@ class BatchingSpec(_Model):
 
 
 class SLOSpec(_Model):
-    latency: str = Field(
+    latency: Duration = Field(
         description="Latency objective for one request, end to end inside Triton (e.g. 50ms).",
-        pattern=DURATION_PATTERN,
-        max_length=32,
     )
     percentile: Literal[50, 90, 95, 99] = Field(
         default=95,
         description="Share of requests, in percent, that must meet latency (and ttft and "
         "tpot where set).",
     )
-    ttft: str | None = Field(
+    ttft: Duration | None = Field(
         default=None,
         description="Time-to-first-token objective of a streamed LLM request (e.g. 500ms): "
         "from arrival to the first output token. vllm and tensorrtllm formats only.",
-        pattern=DURATION_PATTERN,
-        max_length=32,
     )
-    tpot: str | None = Field(
+    tpot: Duration | None = Field(
         default=None,
         description="Time-per-output-token objective of a streamed LLM request (e.g. 50ms): "
         "the mean gap between output tokens after the first. vllm and tensorrtllm formats "
         "only.",
-        pattern=DURATION_PATTERN,
-        max_length=32,
     )
 
     @property
@@ -602,23 +595,17 @@ class ScalingSpec(_Model):
         ge=50,
         lt=100,
     )
-    scale_down_stabilization: str = Field(
+    scale_down_stabilization: Duration = Field(
         default="120s",
         description="Scale down only to the highest size recommended over this window.",
-        pattern=DURATION_PATTERN,
-        max_length=32,
     )
-    panic_window: str = Field(
+    panic_window: Duration = Field(
         default="6s",
         description="Short window that reacts to bursts (scale up only).",
-        pattern=DURATION_PATTERN,
-        max_length=32,
     )
-    stable_window: str = Field(
+    stable_window: Duration = Field(
         default="60s",
         description="Long window that steady-state decisions average over.",
-        pattern=DURATION_PATTERN,
-        max_length=32,
     )
 
     @model_validator(mode="after")
