@@ -60,7 +60,7 @@ from e2e.triton.repository import write_model  # noqa: E402
 from e2e.triton.server import TritonServer  # noqa: E402
 from gpuserve.sim.config import AcceleratorPool, BatcherConfig, ServiceTimes, SimConfig  # noqa: E402
 from gpuserve.sim.results import SimResult  # noqa: E402
-from gpuserve.sim.scalers import ScaleOrder, ScalerView  # noqa: E402
+from gpuserve.sim.scalers import HoldScaler  # noqa: E402
 from gpuserve.sim.simulating import simulate  # noqa: E402
 from gpuserve.sim.workload import Workload, poisson_workload  # noqa: E402
 
@@ -94,14 +94,6 @@ BATCHERS = {
     "no batching": BatcherConfig(max_batch_size=32, dynamic_batching=False),
 }
 
-
-class _Idle:
-    name = "fixed"
-    interval = 1e9
-    offset = 1e9
-
-    def step(self, view: ScalerView) -> ScaleOrder:
-        return ScaleOrder()
 
 
 Figures = tuple[float, float, float]  # p50 ms, p95 ms, throughput req/s
@@ -193,7 +185,7 @@ def simulated(
         latency_overhead=cal.overhead_at(rate),
     )
     workload = Workload(arrivals=tuple(arrivals), items=(1,) * len(arrivals))
-    return simulate(config=config, workload=workload, scaler=_Idle())
+    return simulate(config=config, workload=workload, scaler=HoldScaler())
 
 
 def sent_times(result: LoadResult) -> list[float]:

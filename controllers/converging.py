@@ -185,7 +185,9 @@ def _apply(
     # Role labels before the Deployments: demoted pods get their low deletion cost before
     # a Deployment shrinks, so the ReplicaSet deletes standby pods rather than serving ones.
     pods = {p.name: p for p in view.cluster.pods}
-    for change in plan.roles:
+    # Promotions first: a client reading the serving set between two patches must never
+    # find it empty (demote-then-promote left a moment with no endpoint under load).
+    for change in sorted(plan.roles, key=lambda c: c.role != ROLE_SERVING):
         was = pods.get(change.pod)
         # kopf's index shows our own patch a moment later; patching (and announcing) the
         # same change again meanwhile would repeat the event on every trigger.

@@ -225,6 +225,11 @@ def decide(
         panicking=panicking,
         bursting=bursting,
     )
+    wanted = max(need_now, need_queue, need_latency, need_ahead, need_burst)
+    if wanted > config.max_replicas:
+        # Say that the bound, not the demand, set the size: status must show the gap.
+        why += f"; capped at maxReplicas {config.max_replicas} (needs {wanted})"
+        signals["uncapped"] = float(wanted)
     if raw >= committed:
         target = min(raw, _scale_up_limit(config, committed))
         if target < raw:

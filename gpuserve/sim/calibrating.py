@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from gpuserve.sim.config import SimConfig
-from gpuserve.sim.scalers import ScaleOrder, ScalerView
+from gpuserve.sim.scalers import HoldScaler
 from gpuserve.sim.simulating import Simulation
 from gpuserve.sim.workload import poisson_workload
 
@@ -20,14 +20,6 @@ class ReplicaReading:
     mean_pending: float  # average of the queue-depth gauge over scrapes
     mean_in_flight: float  # time-averaged requests queued + executing
 
-
-class _Fixed:
-    name = "fixed"
-    interval = 3600.0
-    offset = 3600.0
-
-    def step(self, view: ScalerView) -> ScaleOrder:
-        return ScaleOrder()
 
 
 # Enough requests for a stable p95, few enough to stay fast for fast models.
@@ -47,7 +39,7 @@ def read_replica(
     duration = reading_duration(rate, duration)
     single = replace(config, initial_replicas=1, warm_pool=0, scrape_interval=1.0, measure_from=0.0)
     workload = poisson_workload(rate=rate, duration=duration, seed=seed, items=items)
-    sim = Simulation(config=single, workload=workload, scaler=_Fixed())
+    sim = Simulation(config=single, workload=workload, scaler=HoldScaler())
     result = sim.run()
     scrapes = [s for s in (sim.store.latest_scrape(t) for t in range(1, int(duration))) if s]
     pending = sum(s.pending for s in scrapes) / len(scrapes) if scrapes else 0.0

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from gpuserve.sim.config import SimConfig
-from gpuserve.sim.scalers import ScaleOrder, ScalerView, resize_to
+from gpuserve.sim.scalers import HoldScaler, ScaleOrder, ScalerView, resize_to
 from gpuserve.sim.simulating import simulate
 from gpuserve.sim.workload import Workload
 
@@ -25,14 +25,6 @@ class OraclePlan:
     def peak(self) -> int:
         return max(self.replicas)
 
-
-class _Hold:
-    name = "hold"
-    interval = 1e9
-    offset = 1e9
-
-    def step(self, view: ScalerView) -> ScaleOrder:
-        return ScaleOrder()
 
 
 def plan_oracle(
@@ -79,7 +71,8 @@ def _fewest(config: SimConfig, part: Workload, target: float, most: int, *, star
         return 1
 
     def meets(n: int) -> bool:
-        result = simulate(config=replace(config, initial_replicas=n), workload=part, scaler=_Hold())
+        sized = replace(config, initial_replicas=n)
+        result = simulate(config=sized, workload=part, scaler=HoldScaler())
         return result.attainment() >= target
 
     n = max(1, start)

@@ -46,6 +46,19 @@ class Scaler(Protocol):
     def step(self, view: ScalerView) -> ScaleOrder: ...
 
 
+@dataclass
+class HoldScaler:
+    """Never scales: the pool stays as the simulation starts it (calibration runs, the
+    oracle's per-size probes, tests of the serving model alone)."""
+
+    name: str = "hold"
+    interval: float = 1e9
+    offset: float = 1e9
+
+    def step(self, view: ScalerView) -> ScaleOrder:
+        return ScaleOrder()
+
+
 def resize_to(pools: PoolState, target: int, *, reason: str, instant: bool = False) -> ScaleOrder:
     """A Deployment-style resize with the operator's placement rule (new pods in preference
     order within free capacity, removals from the least preferred class). No warm pool:

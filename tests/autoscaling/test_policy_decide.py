@@ -217,8 +217,13 @@ def test_first_window_after_restart_does_not_scale_down() -> None:
 
 def test_min_and_max_replicas_clamp_the_target() -> None:
     cap = capacity()
-    assert run(rate=40 * cap, serving=5, cfg=config(max_replicas=7)).desired_replicas == 7
+    capped = run(rate=40 * cap, serving=5, cfg=config(max_replicas=7))
+    assert capped.desired_replicas == 7
+    # The decision says the bound, not the demand, set its size.
+    assert "capped at maxReplicas 7 (needs " in capped.reason
+    assert capped.signals["uncapped"] > 7
     assert run(rate=0.0, serving=3, cfg=config(min_replicas=3)).desired_replicas == 3
+    assert "capped" not in run(rate=2 * cap, serving=5, cfg=config(max_replicas=7)).reason
 
 
 def test_scale_up_is_rate_limited_but_at_least_the_minimum_step() -> None:

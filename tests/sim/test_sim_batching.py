@@ -14,21 +14,13 @@ from gpuserve.sim.config import (
     SimConfig,
 )
 from gpuserve.sim.results import SimResult
-from gpuserve.sim.scalers import ScaleOrder, ScalerView
+from gpuserve.sim.scalers import HoldScaler
 from gpuserve.sim.simulating import simulate
 from gpuserve.sim.workload import Workload
 
 EXEC = 0.010  # per execution
 ITEM = 0.001  # per item
 
-
-class Idle:
-    name = "idle"
-    interval = 1000.0
-    offset = 1000.0
-
-    def step(self, view: ScalerView) -> ScaleOrder:
-        return ScaleOrder()
 
 
 def cfg(**batcher: object) -> SimConfig:
@@ -51,7 +43,7 @@ def run(
         items=tuple(items or [1] * len(arrivals)),
         priorities=tuple(priorities or ()),
     )
-    return simulate(config=config, workload=workload, scaler=Idle())
+    return simulate(config=config, workload=workload, scaler=HoldScaler())
 
 
 def t(items: int) -> float:

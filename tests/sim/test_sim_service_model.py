@@ -18,21 +18,13 @@ from gpuserve.sim.config import (
 )
 from gpuserve.sim.from_spec import parse_service_time_model
 from gpuserve.sim.results import SimResult
-from gpuserve.sim.scalers import ScaleOrder, ScalerView
+from gpuserve.sim.scalers import HoldScaler
 from gpuserve.sim.simulating import simulate
 from gpuserve.sim.workload import Workload
 
 EXEC = 0.010
 ITEM = 0.001
 
-
-class Idle:
-    name = "idle"
-    interval = 1000.0
-    offset = 1000.0
-
-    def step(self, view: ScalerView) -> ScaleOrder:
-        return ScaleOrder()
 
 
 def config(
@@ -48,7 +40,7 @@ def config(
 
 def run(cfg: SimConfig, arrivals: list[float]) -> SimResult:
     workload = Workload(arrivals=tuple(arrivals), items=(1,) * len(arrivals))
-    return simulate(config=cfg, workload=workload, scaler=Idle())
+    return simulate(config=cfg, workload=workload, scaler=HoldScaler())
 
 
 def done(result: SimResult) -> list[float]:
