@@ -48,39 +48,16 @@ def _strip(body: kopf.Body) -> dict[str, Any]:
     return owned if owned is not None else _without_managed_fields(body)
 
 
-def _child_index(namespace: str, labels: kopf.Labels, body: kopf.Body) -> Any:
+# One index per child kind (the reconcile reads each by name), filled by one function.
+@kopf.index("", "v1", "configmaps", labels=MANAGED, id="child_configmaps")
+@kopf.index("apps", "v1", "deployments", labels=MANAGED, id="child_deployments")
+@kopf.index("", "v1", "services", labels=MANAGED, id="child_services")
+@kopf.index("policy", "v1", "poddisruptionbudgets", labels=MANAGED, id="child_pdbs")
+def child_index(namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Any:
     service = labels.get(LABEL_SERVICE)
     if not service:
         return None
-    return {(namespace, service): _strip(body)}
-
-
-@kopf.index("", "v1", "configmaps", labels=MANAGED)
-def child_configmaps(
-    namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any
-) -> Any:
-    return _child_index(namespace or "", labels, body)
-
-
-@kopf.index("apps", "v1", "deployments", labels=MANAGED)
-def child_deployments(
-    namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any
-) -> Any:
-    return _child_index(namespace or "", labels, body)
-
-
-@kopf.index("", "v1", "services", labels=MANAGED)
-def child_services(
-    namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any
-) -> Any:
-    return _child_index(namespace or "", labels, body)
-
-
-@kopf.index("policy", "v1", "poddisruptionbudgets", labels=MANAGED)
-def child_pdbs(
-    namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any
-) -> Any:
-    return _child_index(namespace or "", labels, body)
+    return {(namespace or "", service): _strip(body)}
 
 
 _CHILD_INDEXES = ("child_configmaps", "child_deployments", "child_services", "child_pdbs")
@@ -134,30 +111,13 @@ def on_pod_event(namespace: str | None, labels: kopf.Labels, **kw: Any) -> None:
         reconcile(owner, kw)
 
 
-def _on_child_event(
-    namespace: str, labels: kopf.Labels, event_type: str | None, kw: dict[str, Any]
+# Drift on a child (changed or deleted by someone else) brings its service back in line.
+@kopf.on.event("apps", "v1", "deployments", labels=MANAGED, id="on_deployment_event")
+@kopf.on.event("", "v1", "configmaps", labels=MANAGED, id="on_configmap_event")
+@kopf.on.event("", "v1", "services", labels=MANAGED, id="on_service_event")
+def on_child_event(
+    namespace: str | None, labels: kopf.Labels, type: str | None, **kw: Any
 ) -> None:
-    owner = _owner_body(namespace, labels.get(LABEL_SERVICE), kw)
-    if owner is not None and event_type in ("MODIFIED", "DELETED"):
+    owner = _owner_body(namespace or "", labels.get(LABEL_SERVICE), kw)
+    if owner is not None and type in ("MODIFIED", "DELETED"):
         reconcile(owner, kw)
-
-
-@kopf.on.event("apps", "v1", "deployments", labels=MANAGED)
-def on_deployment_event(
-    namespace: str | None, labels: kopf.Labels, type: str | None, **kw: Any
-) -> None:
-    _on_child_event(namespace or "", labels, type, kw)
-
-
-@kopf.on.event("", "v1", "configmaps", labels=MANAGED)
-def on_configmap_event(
-    namespace: str | None, labels: kopf.Labels, type: str | None, **kw: Any
-) -> None:
-    _on_child_event(namespace or "", labels, type, kw)
-
-
-@kopf.on.event("", "v1", "services", labels=MANAGED)
-def on_service_event(
-    namespace: str | None, labels: kopf.Labels, type: str | None, **kw: Any
-) -> None:
-    _on_child_event(namespace or "", labels, type, kw)
