@@ -19,7 +19,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gpuserve.sim.comparing import Run, Setup, contenders, prepare, run_contenders  # noqa: E402
+from gpuserve.sim.comparing import (  # noqa: E402
+    Run,
+    Setup,
+    add_replay_arguments,
+    contenders,
+    prepare,
+    run_contenders,
+)
 from gpuserve.sim.lineup import POLICIES  # noqa: E402
 from gpuserve.sim.results import SimResult  # noqa: E402
 from gpuserve.sim.workload import TraceRequest, parse_trace, workload_from_trace  # noqa: E402
@@ -31,13 +38,7 @@ COMPLIANCE_WINDOW = 300.0  # what users see: p95 over 5 minutes
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
-    p.add_argument("--compress", type=float, default=5.0, help="time compression (x)")
-    p.add_argument(
-        "--tokens-per-item",
-        type=int,
-        default=0,
-        help="0: one item per request; N: ceil(context tokens / N) items",
-    )
+    add_replay_arguments(p, compress=5.0)
     p.add_argument("--per-batch", type=float, default=0.060, help="s per execution")
     p.add_argument("--per-item", type=float, default=0.120, help="s per item")
     p.add_argument("--max-batch", type=int, default=8)
@@ -70,12 +71,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--scrape", type=float, default=5.0, help="Prometheus scrape interval, s")
     p.add_argument("--policies", nargs="+", default=list(POLICIES), choices=list(POLICIES))
-    p.add_argument(
-        "--warmup",
-        type=float,
-        default=120.0,
-        help="seconds of Poisson load at the trace's first-minute rate first",
-    )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
         "--seeds",

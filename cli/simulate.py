@@ -23,6 +23,7 @@ from cli.rendering import load_documents, split_manifests
 from gpuserve.autoscaling.capacity import replica_capacity
 from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.from_spec import policy_config_from_spec
+from gpuserve.sim.comparing import add_replay_arguments
 from gpuserve.sim.config import SimConfig
 from gpuserve.sim.from_spec import (
     ServiceTimeModel,
@@ -69,20 +70,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         type=Path,
         help="Azure LLM trace CSV: TIMESTAMP,ContextTokens,GeneratedTokens",
     )
-    p.add_argument("--compress", type=float, default=1.0, help="time compression (default 1)")
-    p.add_argument(
-        "--tokens-per-item",
-        type=int,
-        default=0,
-        help="N > 0: a request carries ceil(context tokens / N) batch items",
-    )
+    add_replay_arguments(p, compress=1.0)
     p.add_argument("--policy", choices=POLICIES, default="gpuserve")
-    p.add_argument(
-        "--warmup",
-        type=float,
-        default=120.0,
-        help="seconds of steady load at the trace's first-minute rate first",
-    )
     p.add_argument("--plot", type=Path, help="write a PNG of load, replicas and p95 vs SLO")
     p.add_argument("--name", help="which InferenceService, if the file holds several")
     p.add_argument("--seed", type=int, default=1)

@@ -7,6 +7,7 @@ peers' thresholds, plans the oracle, and simulates each policy with the same see
 
 from __future__ import annotations
 
+import argparse
 import time
 from dataclasses import dataclass, replace
 
@@ -19,6 +20,25 @@ from gpuserve.sim.simulating import simulate
 from gpuserve.sim.workload import Workload
 
 DEFAULT_LABEL = "gpuserve (default)"
+
+
+def add_replay_arguments(parser: argparse.ArgumentParser, *, compress: float) -> None:
+    """The flags every trace replay takes (`gpuserve simulate`, the benchmarks)."""
+    parser.add_argument(
+        "--compress", type=float, default=compress, help=f"time compression (default {compress:g})"
+    )
+    parser.add_argument(
+        "--tokens-per-item",
+        type=int,
+        default=0,
+        help="0: one batch item per request; N > 0: ceil(context tokens / N) items",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=120.0,
+        help="seconds of steady load at the trace's first-minute rate first (not counted)",
+    )
 
 
 @dataclass(frozen=True, slots=True)
