@@ -80,7 +80,6 @@ def evaluate(body: dict[str, Any], kw: dict[str, Any]) -> Decision | None:
         reading = state.prometheus.read(namespace=key[0], service=key[1], now=now)
     owner = f"{key[0]}/{key[1]}"
     target = desired_serving(svc, status)
-    plan = plan_service(svc.spec, owner=owner, cluster=view.cluster, desired=target)
     config = policy_config_from_spec(
         svc.spec, view.cluster.valid_classes(), rate_window=RATE_WINDOW_S
     )
@@ -90,7 +89,7 @@ def evaluate(body: dict[str, Any], kw: dict[str, Any]) -> Decision | None:
     decision = decide(
         config=config,
         history=history,
-        pools=pool_state(plan, cluster=view.cluster, now=now, serving_target=target),
+        pools=pool_state(svc.spec, cluster=view.cluster, now=now, serving_target=target),
         now=now,
         memory=memory.policy,
     )

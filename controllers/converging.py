@@ -191,9 +191,9 @@ def _apply(
         was = pods.get(change.pod)
         # kopf's index shows our own patch a moment later; patching (and announcing) the
         # same change again meanwhile would repeat the event on every trigger.
+        # (A role change exists only while the index shows the pod otherwise.)
         key, wanted = ("Pod", change.pod), (change.role, change.deletion_cost)
-        shown = was is not None and (was.role, was.deletion_cost) == wanted
-        if recent.in_flight(key, wanted, shown=shown):
+        if recent.in_flight(key, wanted):
             continue
         annotations = {"controller.kubernetes.io/pod-deletion-cost": change.deletion_cost}
         if change.demoted_at is not None:
@@ -214,8 +214,9 @@ def _apply(
     for child in children:
         key = (child["kind"], child["metadata"]["name"])
         live = view.children.get(key)
-        shown = live is not None and contains(live, child)
-        if not recent.in_flight(key, _digest(child), shown=shown):
+        if live is not None and contains(live, child):
+            recent.forget(key)  # the index shows it: nothing to write, nothing in flight
+        elif not recent.in_flight(key, _digest(child)):
             pending.append((child, live))
     if any(live is None for _, live in pending) and not _still_exists(meta):
         # A service deleted while a watch was down can linger in kopf's index (a relist

@@ -67,21 +67,34 @@ class RecentWrites:
         self._sent: dict[tuple[str, str], tuple[object, float]] = {}
         self._lock = threading.Lock()
 
-    def in_flight(self, key: tuple[str, str], wanted: object, *, shown: bool) -> bool:
-        """Whether ``wanted`` was sent for ``key`` and the index does not show it yet."""
+    def in_flight(self, key: tuple[str, str], wanted: object) -> bool:
+        """Whether ``wanted`` was sent for ``key`` less than IN_FLIGHT_SECONDS ago."""
         with self._lock:
             entry = self._sent.get(key)
             if entry is None:
                 return False
             sent, at = entry
-            if shown or sent != wanted or time.monotonic() - at > self.IN_FLIGHT_SECONDS:
+            if sent != wanted or time.monotonic() - at > self.IN_FLIGHT_SECONDS:
                 del self._sent[key]
                 return False
             return True
 
-    def record(self, key: tuple[str, str], wanted: object) -> None:
+    def forget(self, key: tuple[str, str]) -> None:
+        """The index shows the object as wanted: nothing of it is in flight."""
         with self._lock:
-            self._sent[key] = (wanted, time.monotonic())
+            self._sent.pop(key, None)
+
+    def record(self, key: tuple[str, str], wanted: object) -> None:
+        now = time.monotonic()
+        with self._lock:
+            # Entries of pods that are gone would otherwise stay for the service's life.
+            stale = [k for k, (_, at) in self._sent.items() if now - at > self.IN_FLIGHT_SECONDS]
+            for k in stale:
+                del self._sent[k]
+            self._sent[key] = (wanted, now)
+
+    def __len__(self) -> int:
+        return len(self._sent)
 
 
 @dataclass

@@ -32,14 +32,14 @@ def test_per_object_values_are_created_once() -> None:
 def test_a_write_is_in_flight_until_the_index_shows_it() -> None:
     writes = RecentWrites()
     key = ("Pod", "p")
-    assert not writes.in_flight(key, ("serving", "100"), shown=False)
+    assert not writes.in_flight(key, ("serving", "100"))
     writes.record(key, ("serving", "100"))
-    assert writes.in_flight(key, ("serving", "100"), shown=False)
+    assert writes.in_flight(key, ("serving", "100"))
     # Another wanted value is a new decision, not the write in flight.
-    assert not writes.in_flight(key, ("warm", "0"), shown=False)
+    assert not writes.in_flight(key, ("warm", "0"))
     writes.record(key, ("serving", "100"))
-    assert not writes.in_flight(key, ("serving", "100"), shown=True)  # caught up
-    assert not writes.in_flight(key, ("serving", "100"), shown=False)  # and forgotten
+    writes.forget(key)  # caught up
+    assert not writes.in_flight(key, ("serving", "100"))  # and forgotten
 
 
 def test_a_write_the_index_never_shows_is_sent_again_after_the_bound(
@@ -49,7 +49,18 @@ def test_a_write_the_index_never_shows_is_sent_again_after_the_bound(
     writes.record(("Pod", "p"), "x")
     later = time.monotonic() + RecentWrites.IN_FLIGHT_SECONDS + 1
     monkeypatch.setattr(time, "monotonic", lambda: later)
-    assert not writes.in_flight(("Pod", "p"), "x", shown=False)
+    assert not writes.in_flight(("Pod", "p"), "x")
+
+
+def test_entries_past_the_bound_are_dropped_when_another_write_is_recorded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    writes = RecentWrites()
+    writes.record(("Pod", "gone"), "x")  # a pod that is deleted and never patched again
+    later = time.monotonic() + RecentWrites.IN_FLIGHT_SECONDS + 1
+    monkeypatch.setattr(time, "monotonic", lambda: later)
+    writes.record(("Pod", "new"), "y")
+    assert len(writes) == 1 and writes.in_flight(("Pod", "new"), "y")
 
 
 def test_settings_name_the_variable_of_a_bad_value() -> None:

@@ -45,7 +45,7 @@ def test_the_policy_gets_no_capacity_bound_and_the_plan_preempts_other_warm_pool
     assert plan.capacity["h100"].free == 0 and plan.capacity["h100"].preemptible == 2
     assert plan.pools is not None and plan.pools.serving == {"h100": 3}
     assert plan.unplaced == 0  # two of them by preempting reports' standby pods
-    pools = pool_state(plan, cluster=cluster, now=T0, serving_target=3)
+    pools = pool_state(spec(), cluster=cluster, now=T0, serving_target=3)
     assert pools.classes[0].free_capacity is None  # the policy says what it needs
 
     # Four wanted, three placeable even with preemption: the plan says what is short.

@@ -191,13 +191,14 @@ def plan_service(
 
 
 def pool_state(
-    plan: ServicePlan,
+    spec: InferenceServiceSpec,
     *,
     cluster: ClusterView,
     now: float,
     serving_target: int | None = None,
 ) -> PoolState:
-    """What the autoscaling policy sees of the service, read off the plan.
+    """What the autoscaling policy sees of the service: its pods per usable class, in the
+    plan's order of preference.
 
     The policy is given no capacity bound (``free_capacity`` None): it says how many
     serving pods the service needs, and the plan places them (preempting other services'
@@ -206,13 +207,14 @@ def pool_state(
     is well. ``serving_target`` is the serving count the plan aims at: pods still starting
     count as future capacity only up to it; the rest are the warm pool coming up, and
     counting them would grow the target on every evaluation."""
+    order, _ = class_problems(spec, cluster.classes)
     classes = cluster.valid_classes()
     budget = None
     if serving_target is not None:
         serving = sum(1 for p in cluster.live_pods() if p.ready and p.role == ROLE_SERVING)
         budget = max(0, serving_target - serving)
     pools: list[ClassPool] = []
-    for c in plan.order:
+    for c in order:
         accel = classes[c]
         mine = cluster.live_pods(c)
         ages = sorted((max(0.0, now - p.created) for p in mine if not p.ready), reverse=True)
