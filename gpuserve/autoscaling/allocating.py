@@ -17,7 +17,7 @@ from gpuserve.autoscaling.pools import ClassPool, PoolState
 from gpuserve.placement.planning import ClassCapacity, PoolNow, place
 
 # Free capacity the caller does not know is unbounded; place() wants a number.
-_UNBOUNDED = 10**9
+UNBOUNDED = 10**9  # room of a class without a known limit
 
 
 def allocate(
@@ -45,7 +45,7 @@ def allocate(
         desired=max(target, 0),
         order=order,
         now=now,
-        capacity={p.name: ClassCapacity(free=_free(p), total=0) for p in pools.classes},
+        capacity={p.name: ClassCapacity(free=free_room(p), total=0) for p in pools.classes},
     )
     actions = []
     for c in order:
@@ -58,5 +58,6 @@ def allocate(
     return tuple(actions), plan.unplaced
 
 
-def _free(pool: ClassPool) -> int:
-    return _UNBOUNDED if pool.free_capacity is None else max(0, pool.free_capacity)
+def free_room(pool: ClassPool) -> int:
+    """How many more pods the class takes (a pool without a known limit: UNBOUNDED)."""
+    return UNBOUNDED if pool.free_capacity is None else max(0, pool.free_capacity)

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpuserve.autoscaling.allocating import allocate
+from gpuserve.autoscaling.allocating import allocate, free_room
 from gpuserve.autoscaling.capacity import CapacityEstimate, replica_capacity
 from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory
@@ -92,9 +92,8 @@ def decide(
     # them, so the queue only argues for more pods once earlier ones have started, and not
     # while it is already shrinking (the pods that hold it are clearing it).
     draining = _queue_draining(history, now, config.rate_window)
-    need_queue = (
-        _replicas_for_queue(queue_depth, reference) if pools.starting == 0 and not draining else 0
-    )
+    queue_need = _replicas_for_queue(queue_depth, reference)
+    need_queue = queue_need if pools.starting == 0 and not draining else 0
 
     if demand is None:
         # Partial evidence may scale up (a deep queue is unambiguous), never down.
@@ -183,7 +182,8 @@ def decide(
     burst = _burst_headroom(config, surges, horizon)
     need_burst = _replicas_for_rate(level + burst, caps, pools) if burst > 0 else 0
     signals.update(burstHeadroom=burst, needBurst=float(need_burst))
-    evident = _clamp(config, max(need_now, need_queue, need_latency))
+    # Everything the evidence asks for now, before the bounds: its clamp is the target.
+    wanted = max(need_now, need_queue, need_latency, need_ahead, need_burst)
     # Queue and latency needs answer a backlog: once it is drained they are no evidence of
     # demand, so they are not remembered for scale-down (pods bought to drain a burst go
     # as soon as the burst is over instead of a whole window later).
@@ -192,7 +192,7 @@ def decide(
         # A backlog with no surge of demand behind it says the pods are too few for this
         # traffic (arrivals clumped finer than the rates show): keep them for a window.
         remembered = max(remembered, _clamp(config, max(need_queue, need_latency)))
-    raw = _clamp(config, max(evident, need_ahead, need_burst))
+    raw = _clamp(config, wanted)
     # Keep a full window of recommendations; judge scale-down over the window that fits
     # how fast a wrong cut can be undone (warm promotion or cold start).
     window = [
@@ -225,7 +225,6 @@ def decide(
         panicking=panicking,
         bursting=bursting,
     )
-    wanted = max(need_now, need_queue, need_latency, need_ahead, need_burst)
     if wanted > config.max_replicas:
         # Say that the bound, not the demand, set the size: status must show the gap.
         why += f"; capped at maxReplicas {config.max_replicas} (needs {wanted})"
@@ -237,7 +236,7 @@ def decide(
     elif panicking:
         target = committed
         why += "; no scale-down while panicking"
-    elif _replicas_for_queue(queue_depth, reference) > pools.serving_ready:
+    elif queue_need > pools.serving_ready:
         # A backlog the ready pods cannot clear within the budget: demand lags it (rates
         # cover 20 s), and cancelling pods that are starting would only deepen it.
         target = committed
@@ -551,7 +550,7 @@ def _replicas_for_rate(rate: float, caps: dict[str, CapacityEstimate], pools: Po
         cap = caps[pool.name].rate
         if cap <= 0.0:
             continue
-        room = pool.free_capacity if pool.free_capacity is not None else 10**9
+        room = free_room(pool)
         add = min(room, math.ceil(remaining / cap - 1e-9))
         count += add
         remaining -= add * cap

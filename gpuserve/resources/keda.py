@@ -36,7 +36,10 @@ HPA_PERIOD_S = 15
 
 
 def rate_threshold(svc: InferenceService, accel: AcceleratorClassSpec) -> float:
-    config = policy_config_from_spec(svc.spec)
+    return _rate_threshold(policy_config_from_spec(svc.spec), accel)
+
+
+def _rate_threshold(config: PolicyConfig, accel: AcceleratorClassSpec) -> float:
     cap = replica_capacity(
         profile=config.profile,
         slo_latency=config.slo_latency,
@@ -89,7 +92,7 @@ def scaled_object(
             "metadata": {
                 "serverAddress": prometheus_url,
                 "query": f"sum(rate(nv_inference_request_success{series}[{window}]))",
-                "threshold": str(rate_threshold(svc, accel)),
+                "threshold": str(_rate_threshold(config, accel)),
             },
         }
     ]

@@ -40,12 +40,12 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
 
-from gpuserve.autoscaling.allocating import allocate
+from gpuserve.autoscaling.allocating import UNBOUNDED
 from gpuserve.autoscaling.pools import ClassPool, PoolState
 from gpuserve.placement.planning import ClassCapacity, PoolNow, place
 from gpuserve.sim.config import SimConfig
 from gpuserve.sim.results import SimResult, TimelinePoint
-from gpuserve.sim.scalers import ScaleOrder, Scaler, ScalerView
+from gpuserve.sim.scalers import ScaleOrder, Scaler, ScalerView, resize_to
 from gpuserve.sim.scraping import MetricStore, Scrape
 from gpuserve.sim.workload import Workload
 
@@ -53,7 +53,6 @@ _QUEUED, _RUNNING, _DONE, _REJECTED = 0, 1, 2, 3
 _SERVING, _WARM, _PROMOTING, _DRAINING, _DRAIN_TO_WARM, _GONE = range(6)
 _EV_DONE, _EV_TIMER, _EV_TIMEOUT, _EV_READY, _EV_PROMOTED, _EV_SCRAPE, _EV_EVAL, _EV_TICK = range(8)
 _EPS = 1e-12
-_UNBOUNDED = 10**9  # a class without a pod limit
 _IDLE_WAIT = 0.5  # Triton's batcher thread sleeps this long when its queue is empty
 
 
@@ -170,8 +169,8 @@ class Simulation:
         cfg = self.cfg
         # Initial pods are placed by the same rule as later ones (preference order within
         # each class's capacity), then the warm pool on what is left.
-        first, _ = allocate(self._pools(0.0), cfg.initial_replicas, use_warm=False)
-        self._apply(ScaleOrder(first, instant=True), 0.0)
+        first = resize_to(self._pools(0.0), cfg.initial_replicas, reason="start", instant=True)
+        self._apply(first, 0.0)
         self._maintain_warm(0.0, instant=True)
         self._push(0.0, _EV_SCRAPE, None)
         self._push(0.0, _EV_TICK, None)
@@ -608,7 +607,7 @@ class Simulation:
         free: dict[str, ClassCapacity] = {}
         for ci, pool in enumerate(classes):
             warm = sum(1 for p in self.pods if p.cls == ci and p.role in (_WARM, _DRAIN_TO_WARM))
-            room = _UNBOUNDED if pool.capacity is None else pool.capacity - self._active(ci)
+            room = UNBOUNDED if pool.capacity is None else pool.capacity - self._active(ci)
             warm_now[pool.name] = PoolNow(scheduled=warm)
             free[pool.name] = ClassCapacity(free=max(0, room), total=0)
         plan = place(desired=self.cfg.warm_pool, order=order, now=warm_now, capacity=free)
