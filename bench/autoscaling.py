@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from gpuserve.sim.comparing import (  # noqa: E402
+    COMPLIANCE_WINDOW,
     Run,
     Setup,
     add_replay_arguments,
@@ -32,7 +33,6 @@ from gpuserve.sim.results import SimResult  # noqa: E402
 from gpuserve.sim.workload import TraceRequest, parse_trace, workload_from_trace  # noqa: E402
 
 DEFAULT_TRACE = REPO / "traces" / "azure-llm-conv-2023.csv"
-COMPLIANCE_WINDOW = 300.0  # what users see: p95 over 5 minutes
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

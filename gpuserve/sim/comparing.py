@@ -20,6 +20,8 @@ from gpuserve.sim.simulating import simulate
 from gpuserve.sim.workload import Workload
 
 DEFAULT_LABEL = "gpuserve (default)"
+# What users judge an objective by: the p95 of each 5-minute window.
+COMPLIANCE_WINDOW = 300.0
 
 
 def add_replay_arguments(parser: argparse.ArgumentParser, *, compress: float) -> None:
