@@ -2,8 +2,6 @@
 -- Argo CD runs it with the live object in the global `obj` and reads back {status, message}.
 -- It reads the kstatus conditions the operator writes (Ready, Reconciling, Stalled) and
 -- status.observedGeneration; written for Lua 5.1 (Argo CD's gopher-lua) and later.
-local hs = {}
-
 local function condition(status, kind)
   if status == nil or status.conditions == nil then
     return nil
@@ -30,47 +28,38 @@ local status = obj.status
 local generation = tonumber(obj.metadata.generation or 0) or 0
 local observed = status and tonumber(status.observedGeneration or -1) or -1
 
+-- The answer Argo CD reads: a health and the condition's own words, or a fallback message.
+local function verdict(health, c, message)
+  return { status = health, message = says(c, message) }
+end
+
 if status == nil or status.conditions == nil then
-  hs.status = "Progressing"
-  hs.message = "Waiting for the gpuserve operator to report status"
-  return hs
+  return verdict("Progressing", nil, "Waiting for the gpuserve operator to report status")
 end
 
 -- A status written for an older spec says nothing about the current one.
 if observed < generation then
-  hs.status = "Progressing"
-  hs.message = "Waiting for the operator to observe generation " .. generation ..
-    " (observed " .. observed .. ")"
-  return hs
+  return verdict("Progressing", nil, "Waiting for the operator to observe generation " ..
+    generation .. " (observed " .. observed .. ")")
 end
 
 local stalled = condition(status, "Stalled")
 if stalled ~= nil and stalled.status == "True" then
-  hs.status = "Degraded"
-  hs.message = says(stalled, "Stalled")
-  return hs
+  return verdict("Degraded", stalled, "Stalled")
 end
 
 local reconciling = condition(status, "Reconciling")
 if reconciling ~= nil and reconciling.status == "True" then
-  hs.status = "Progressing"
-  hs.message = says(reconciling, "Reconciling")
-  return hs
+  return verdict("Progressing", reconciling, "Reconciling")
 end
 
 local ready = condition(status, "Ready")
 if ready == nil or ready.status == "Unknown" then
-  hs.status = "Progressing"
-  hs.message = says(ready, "Waiting for the Ready condition")
-  return hs
+  return verdict("Progressing", ready, "Waiting for the Ready condition")
 end
 if ready.status == "True" then
-  hs.status = "Healthy"
-  hs.message = says(ready, "Ready")
-  return hs
+  return verdict("Healthy", ready, "Ready")
 end
 -- Ready=False with nothing in progress and nothing stalled (e.g. an AcceleratorClass that
 -- matches no node): it will not become ready by waiting.
-hs.status = "Degraded"
-hs.message = says(ready, "Not ready")
-return hs
+return verdict("Degraded", ready, "Not ready")
