@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,39 @@ def _status_schema(model: type[BaseModel]) -> JSON:
     return schema
 
 
+# Every list shows the object's age between its own columns and the wide ones.
+_AGE_PATH = ".metadata.creationTimestamp"
+
+
+def _printer_type(root: JSON, json_path: str) -> str:
+    """The column type of the field at ``json_path``, read from the CRD's own schema so a
+    column cannot disagree with the field it shows (kubectl prints a list as text)."""
+    if json_path == _AGE_PATH:
+        return "date"  # metadata is the API server's: the schema does not describe it
+    node = root
+    # A filter such as conditions[?(@.type=="Ready")] selects items of the list.
+    for step in re.sub(r"\[[^\]]*\]", "[]", json_path).strip(".").split("."):
+        name = step.removesuffix("[]")
+        try:
+            node = node["properties"][name]
+            if step != name:
+                node = node["items"]
+        except KeyError:
+            raise SchemaError(f"printer column {json_path}: the schema has no {name}") from None
+    kind: str = node["type"]
+    return "string" if kind == "array" else kind
+
+
+def _printer_columns(root: JSON, shown: dict[str, str], wide: dict[str, str]) -> list[JSON]:
+    """Column name -> JSONPath, in order, then the age; the ``wide`` columns are the ones
+    `kubectl get -o wide` adds (priority 1)."""
+    columns = [
+        {"name": name, "type": _printer_type(root, path), "jsonPath": path}
+        for name, path in [*shown.items(), ("Age", _AGE_PATH), *wide.items()]
+    ]
+    return [{**c, "priority": 1} if c["name"] in wide else c for c in columns]
+
+
 def _crd(
     *,
     kind: str,
@@ -120,12 +154,31 @@ def _crd(
     short_names: list[str],
     spec_model: type[BaseModel],
     status_model: type[BaseModel],
-    columns: list[JSON],
+    columns: dict[str, str],
+    wide_columns: dict[str, str],
     description: str,
     root_rules: list[JSON] | None = None,
 ) -> JSON:
     spec_schema = openapi_schema(spec_model)
     spec_schema["description"] = description
+    root: JSON = {
+        "type": "object",
+        "description": description,
+        "required": ["spec"],
+        **({"x-kubernetes-validations": root_rules} if root_rules else {}),
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            # name declared so a rule's fieldPath may point at it
+            # (the only metadata field a CRD schema may describe).
+            "metadata": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}},
+            },
+            "spec": spec_schema,
+            "status": _status_schema(status_model),
+        },
+    }
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -150,50 +203,12 @@ def _crd(
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},
-                    "additionalPrinterColumns": columns,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "description": description,
-                            "required": ["spec"],
-                            **(
-                                {"x-kubernetes-validations": root_rules} if root_rules else {}
-                            ),
-                            "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
-                                # name declared so a rule's fieldPath may point at it
-                                # (the only metadata field a CRD schema may describe).
-                                "metadata": {
-                                    "type": "object",
-                                    "properties": {"name": {"type": "string"}},
-                                },
-                                "spec": spec_schema,
-                                "status": _status_schema(status_model),
-                            },
-                        }
-                    },
+                    "additionalPrinterColumns": _printer_columns(root, columns, wide_columns),
+                    "schema": {"openAPIV3Schema": root},
                 }
             ],
         },
     }
-
-
-def _column(name: str, type_: str, json_path: str) -> JSON:
-    return {"name": name, "type": type_, "jsonPath": json_path}
-
-
-def _wide(name: str, type_: str, json_path: str) -> JSON:
-    """A column `kubectl get -o wide` adds (priority 1)."""
-    return {**_column(name, type_, json_path), "priority": 1}
-
-
-def _ready_column() -> JSON:
-    return _column("Ready", "string", '.status.conditions[?(@.type=="Ready")].status')
-
-
-def _age_column() -> JSON:
-    return _column("Age", "date", ".metadata.creationTimestamp")
 
 
 def inference_service_crd() -> JSON:
@@ -216,22 +231,22 @@ def inference_service_crd() -> JSON:
         ],
         description="A model served by NVIDIA Triton on GPUs, with its precision, batching "
         "window, latency SLO, GPU preferences, scaling bounds and warm pool.",
-        columns=[
-            _ready_column(),
-            _column("Replicas", "integer", ".status.replicas"),
-            _column("Warm", "integer", ".status.warmReplicas"),
-            _column("GPU", "string", ".status.accelerators"),
+        columns={
+            "Ready": '.status.conditions[?(@.type=="Ready")].status',
+            "Replicas": ".status.replicas",
+            "Warm": ".status.warmReplicas",
+            "GPU": ".status.accelerators",
             # kubectl prints a number column bare: the unit goes into the name.
-            _column("P95(ms)", "number", ".status.p95Ms"),
-            _column("SLO", "string", ".spec.slo.latency"),
-            _age_column(),
-            # priority 1: shown by `kubectl get -o wide` only.
-            _wide("Desired", "integer", ".status.desiredReplicas"),
-            _wide("WarmPool", "integer", ".spec.scaling.warmPool"),
-            _wide("Classes", "string", ".spec.accelerators.classes"),
-            _wide("Tier", "string", ".spec.tier"),
-            _wide("Decision", "string", ".status.lastDecision.reason"),
-        ],
+            "P95(ms)": ".status.p95Ms",
+            "SLO": ".spec.slo.latency",
+        },
+        wide_columns={
+            "Desired": ".status.desiredReplicas",
+            "WarmPool": ".spec.scaling.warmPool",
+            "Classes": ".spec.accelerators.classes",
+            "Tier": ".spec.tier",
+            "Decision": ".status.lastDecision.reason",
+        },
     )
 
 
@@ -245,16 +260,14 @@ def accelerator_class_crd() -> JSON:
         status_model=AcceleratorClassStatus,
         description="A platform team's named kind of GPU capacity: which nodes, which "
         "extended resource, how fast and how costly.",
-        columns=[
-            _column("Product", "string", ".spec.gpuProduct"),
-            _column("MIG", "string", ".spec.mig.profile"),
-            _column("Speed", "number", ".spec.relativeSpeed"),
-            _column("Cost/h", "number", ".spec.costPerHour"),
-            _column("Capacity", "integer", ".status.capacity"),
-            _age_column(),
-            _wide("Nodes", "integer", ".status.nodes"),
-            _wide("Allocated", "integer", ".status.allocated"),
-        ],
+        columns={
+            "Product": ".spec.gpuProduct",
+            "MIG": ".spec.mig.profile",
+            "Speed": ".spec.relativeSpeed",
+            "Cost/h": ".spec.costPerHour",
+            "Capacity": ".status.capacity",
+        },
+        wide_columns={"Nodes": ".status.nodes", "Allocated": ".status.allocated"},
     )
 
 
