@@ -87,26 +87,24 @@ def _piecewise(segments: list[tuple[float, float]]) -> Callable[[float], float]:
     return rate
 
 
-def bursty(
-    *,
-    mean_rate: float,
-    duration: float,
-    seed: int,
-    mean_quiet: float = 60.0,
-    mean_burst: float = 40.0,
-    burst_cv: float = 1.4,
-) -> Workload:
+# The bursts of the real trace the defaults reproduce: their mean length (s) and the
+# coefficient of variation of their rates. Only the quiet spells are a caller's choice.
+MEAN_BURST = 40.0
+BURST_CV = 1.4
+
+
+def bursty(*, mean_rate: float, duration: float, seed: int, mean_quiet: float = 60.0) -> Workload:
     """On/off Markov-modulated arrivals with mean ``mean_rate`` req/s over the long run."""
     rng = random.Random(seed)
-    on_share = mean_burst / (mean_quiet + mean_burst)
-    sigma = math.sqrt(math.log1p(burst_cv**2))
+    on_share = MEAN_BURST / (mean_quiet + MEAN_BURST)
+    sigma = math.sqrt(math.log1p(BURST_CV**2))
     segments: list[tuple[float, float]] = []
     t = rng.uniform(0.0, mean_quiet)  # start somewhere in a quiet spell
     segments.append((0.0, 0.0))
     while t < duration:
         level = mean_rate / on_share * math.exp(rng.gauss(-sigma * sigma / 2, sigma))
         segments.append((t, level))
-        t += rng.expovariate(1.0 / mean_burst)
+        t += rng.expovariate(1.0 / MEAN_BURST)
         segments.append((t, 0.0))
         t += rng.expovariate(1.0 / mean_quiet)
     # Rescale so that this run's mean is the one asked for: a half-hour holds only a

@@ -11,6 +11,9 @@ from gpuserve.sim.scalers import HoldScaler, ScaleOrder, ScalerView, resize_to
 from gpuserve.sim.simulating import simulate
 from gpuserve.sim.workload import Workload
 
+# How many times the end-to-end check may add a replica to the windows still short.
+REFINE_ROUNDS = 3
+
 
 @dataclass(frozen=True, slots=True)
 class OraclePlan:
@@ -26,7 +29,6 @@ class OraclePlan:
         return max(self.replicas)
 
 
-
 def plan_oracle(
     *,
     config: SimConfig,
@@ -34,7 +36,6 @@ def plan_oracle(
     window: float = 30.0,
     target: float = 0.99,
     max_replicas: int = 200,
-    refine_rounds: int = 3,
 ) -> OraclePlan:
     """Per window, the fewest replicas whose requests meet ``target`` attainment.
 
@@ -48,7 +49,7 @@ def plan_oracle(
     for k in range(count):
         part = workload.window(k * window, (k + 1) * window)
         plan.append(_fewest(base, part, target, max_replicas, start=plan[-1] if plan else 1))
-    for _ in range(refine_rounds):
+    for _ in range(REFINE_ROUNDS):
         result = simulate(
             config=replace(base, initial_replicas=plan[0]),
             workload=workload,
