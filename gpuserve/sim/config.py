@@ -97,9 +97,25 @@ class ServiceTimes:
             raise ValueError("service times and jitter must not be negative")
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassTimes:
+    """Times measured on one class; None = derive from the service's reference times.
+
+    per_batch and per_item, when set, replace the reference times divided by speed;
+    per_request and jitter_cv replace the service's for this class (a different host or
+    runtime).
+    """
+
+    per_batch: float | None = None
+    per_item: float | None = None
+    per_request: float | None = None
+    jitter_cv: float | None = None
+
+
 @dataclass(frozen=True, slots=True)
-class AcceleratorPool:
-    """One AcceleratorClass as the simulator sees it."""
+class AcceleratorPool(ClassTimes):
+    """One AcceleratorClass as the simulator sees it, with its measured times (already at
+    the service's precision; keyword arguments after the class's own fields)."""
 
     name: str
     speed: float = 1.0
@@ -107,13 +123,6 @@ class AcceleratorPool:
     capacity: int | None = None  # most pods of this class at once; None = unbounded
     cold_start: float = 60.0  # creation -> ready (image pull, model load, warm-up)
     warm_start: float = 2.0  # promotion -> in the Service's endpoints
-    # Measured times on this class (already at the service's precision); when set they
-    # replace the reference times divided by speed. per_request and jitter_cv, when set,
-    # replace the service's for this class (a different host or runtime).
-    per_batch: float | None = None
-    per_item: float | None = None
-    per_request: float | None = None
-    jitter_cv: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from gpuserve.sim.config import (
     AcceleratorPool,
     Balancing,
     BatcherConfig,
+    ClassTimes,
     QueuePolicy,
     ServiceTimes,
     SimConfig,
@@ -36,16 +37,6 @@ PRECISION_SPEEDUP: dict[str, float] = {
     "int8": 3.0,
     "fp8": 3.5,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class ClassTimes:
-    """Measurements on one class; None = derive from the reference times."""
-
-    per_batch: float | None = None
-    per_item: float | None = None
-    per_request: float | None = None
-    jitter_cv: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
