@@ -1,0 +1,393 @@
+"""One LLM engine loop with continuous batching, a paged KV cache and a prefix cache.
+
+The engine is a pure state machine driven by its caller's clock, in two halves per step:
+
+    plan = engine.begin_step()        # choose the batch; plan.cost_s is how long it takes
+    ... the emulator sleeps plan.cost_s; a simulator advances its virtual clock ...
+    result = engine.end_step(now)     # the tokens the step produced, stamped with ``now``
+
+Requests may be added between the halves; they wait for the next step.
+
+Each step, like vLLM's scheduler (V1):
+
+1. Running sequences, oldest first, each get their pending tokens computed: one for a
+   decoding sequence, the rest of the prompt (in chunks) for one still in prefill. When a
+   sequence needs a block and none is left, the newest running sequence is preempted: its
+   blocks are freed and it goes back to the head of the queue, to be recomputed.
+2. Unless that happened, waiting requests are admitted first come, first served while the
+   sequence bound, the step's token budget and the KV cache allow; the head of the queue
+   blocks those behind it. A request's leading prompt blocks found in the prefix cache are
+   not computed.
+3. The step costs a fixed ``decode_base_s``, plus ``prefill_s_per_token`` per prompt token
+   computed, plus ``decode_s_per_seq`` per decoding sequence and
+   ``decode_s_per_context_token`` per token of those sequences' contexts.
+
+A sequence whose pending tokens are all computed emits one token at the end of the step:
+the first token ends its prefill, each later one is one decode step.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from gpuserve.llm.kvcache import KVCache, chain_keys
+from gpuserve.llm.params import EngineParams
+
+
+@dataclass(frozen=True)
+class Request:
+    """A prompt of ``prompt_tokens`` tokens asking for ``output_tokens`` tokens.
+
+    ``block_hashes`` are content hashes of the prompt's leading full blocks of
+    ``block_size`` tokens (extra ones are ignored); without them nothing is shared.
+    """
+
+    request_id: str
+    prompt_tokens: int
+    output_tokens: int
+    arrival_s: float
+    block_hashes: tuple[int, ...] = ()
+
+
+@dataclass
+class RequestTiming:
+    """What happened to one request, on the caller's clock."""
+
+    request_id: str
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int
+    cached_tokens: int = 0  # prompt tokens found in the prefix cache at first admission
+    token_s: list[float] = field(default_factory=list)  # when each output token came out
+    finish_s: float | None = None
+    preemptions: int = 0
+
+    @property
+    def first_token_s(self) -> float | None:
+        return self.token_s[0] if self.token_s else None
+
+    @property
+    def ttft_s(self) -> float | None:
+        return None if not self.token_s else self.token_s[0] - self.arrival_s
+
+    @property
+    def e2e_s(self) -> float | None:
+        return None if self.finish_s is None else self.finish_s - self.arrival_s
+
+
+@dataclass(frozen=True)
+class Token:
+    """One output token. ``gap_s`` is the time since the previous token, or for the first
+    token since arrival: the time to first token (TTFT); vLLM's time per output token
+    (TPOT) histogram observes the gaps of the others."""
+
+    request_id: str
+    index: int
+    time_s: float
+    gap_s: float
+    last: bool
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """The batch of one step and what it costs."""
+
+    cost_s: float
+    prefill_tokens: int  # prompt (or recomputed) tokens computed
+    decode_seqs: int  # sequences decoding one token
+    context_tokens: int  # tokens in the decoding sequences' contexts
+    scheduled: tuple[str, ...]  # request ids computed this step, oldest first
+    admitted: tuple[str, ...]  # of which newly admitted
+    preempted: tuple[str, ...]
+
+    @property
+    def tokens(self) -> int:
+        """Tokens computed this step (vLLM's iteration tokens)."""
+        return self.prefill_tokens + self.decode_seqs
+
+
+@dataclass(frozen=True)
+class StepResult:
+    tokens: tuple[Token, ...]
+    finished: tuple[RequestTiming, ...]
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    """Gauges (now) and counters (since start) for the engine's metrics."""
+
+    running: int
+    waiting: int
+    kv_usage: float  # fraction of blocks held by running sequences
+    prompt_tokens: int  # prompts of requests that produced their first token
+    generation_tokens: int
+    prefix_queried_tokens: int  # prompt tokens looked up in the prefix cache
+    prefix_hit_tokens: int  # of which found
+    preemptions: int
+    steps: int
+    finished: int
+
+
+class _Sequence:
+    """A request inside the engine."""
+
+    def __init__(self, request: Request, keys: tuple[int, ...]) -> None:
+        self.request = request
+        self.keys = keys  # prefix keys of the prompt's full, hashed blocks
+        self.timing = RequestTiming(
+            request.request_id, request.arrival_s, request.prompt_tokens, request.output_tokens
+        )
+        self.generated = 0
+        self.computed = 0  # tokens whose keys and values are in the cache
+        self.held_keys: list[int] = []  # leading prompt blocks held under their key
+        self.private_blocks = 0
+        self.pending = 0  # tokens this step computes
+        self.admitted_once = False
+        self.aborted = False
+
+    @property
+    def num_tokens(self) -> int:
+        """Prompt plus generated tokens: what the cache must hold to produce the next."""
+        return self.request.prompt_tokens + self.generated
+
+    @property
+    def blocks(self) -> int:
+        return len(self.held_keys) + self.private_blocks
+
+    @property
+    def decoding(self) -> bool:
+        """Its only missing token is the last one generated (not a prompt or recompute)."""
+        return self.generated > 0 and self.num_tokens - self.computed == 1
+
+
+class Engine:
+    """See the module docstring. Not thread-safe: the caller serializes calls."""
+
+    def __init__(self, params: EngineParams | None = None) -> None:
+        self.params = params or EngineParams()
+        self.cache = KVCache(self.params.num_blocks)
+        self._waiting: deque[_Sequence] = deque()
+        self._running: list[_Sequence] = []  # admission order: oldest first
+        self._by_id: dict[str, _Sequence] = {}
+        self._in_step: list[_Sequence] | None = None
+        self._prompt_tokens = 0
+        self._generation_tokens = 0
+        self._queried_tokens = 0
+        self._hit_tokens = 0
+        self._preemptions = 0
+        self._steps = 0
+        self._finished = 0
+
+    # ---------------------------------------------------------------- requests
+    def add(self, request: Request) -> None:
+        """Queues a request; raises ValueError naming the field that makes it impossible."""
+        if request.request_id in self._by_id:
+            raise ValueError(f"request_id: {request.request_id!r} is already in the engine")
+        if request.prompt_tokens < 1:
+            raise ValueError(f"prompt_tokens: must be at least 1, got {request.prompt_tokens}")
+        if request.output_tokens < 1:
+            raise ValueError(f"output_tokens: must be at least 1, got {request.output_tokens}")
+        total = request.prompt_tokens + request.output_tokens
+        if total > self.params.max_model_len:
+            raise ValueError(
+                f"prompt_tokens + output_tokens: {total} exceeds max_model_len "
+                f"{self.params.max_model_len}"
+            )
+        full_blocks = request.prompt_tokens // self.params.block_size
+        keys = chain_keys(request.block_hashes[:full_blocks])
+        sequence = _Sequence(request, keys if self.params.prefix_caching else ())
+        self._by_id[request.request_id] = sequence
+        self._waiting.append(sequence)
+
+    def abort(self, request_id: str) -> bool:
+        """Drops a request (e.g. cancelled by its client); False when it is not here."""
+        sequence = self._by_id.pop(request_id, None)
+        if sequence is None:
+            return False
+        sequence.aborted = True
+        if sequence in self._running:
+            self._running.remove(sequence)
+            self._free_blocks(sequence)
+        else:
+            self._waiting.remove(sequence)
+        return True
+
+    def timing(self, request_id: str) -> RequestTiming | None:
+        """The timing of a request still in the engine."""
+        sequence = self._by_id.get(request_id)
+        return None if sequence is None else sequence.timing
+
+    @property
+    def idle(self) -> bool:
+        return not self._running and not self._waiting
+
+    def stats(self) -> EngineStats:
+        return EngineStats(
+            running=len(self._running),
+            waiting=len(self._waiting),
+            kv_usage=self.cache.held_blocks / self.params.num_blocks,
+            prompt_tokens=self._prompt_tokens,
+            generation_tokens=self._generation_tokens,
+            prefix_queried_tokens=self._queried_tokens,
+            prefix_hit_tokens=self._hit_tokens,
+            preemptions=self._preemptions,
+            steps=self._steps,
+            finished=self._finished,
+        )
+
+    # ---------------------------------------------------------------- one step
+    def begin_step(self) -> StepPlan | None:
+        """Chooses the next batch; None when there is nothing to do."""
+        if self._in_step is not None:
+            raise RuntimeError("begin_step: the previous step has not ended")
+        budget = self.params.max_batched_tokens
+        scheduled: list[_Sequence] = []
+        preempted: list[_Sequence] = []
+        index = 0
+        while index < len(self._running) and budget > 0:
+            sequence = self._running[index]
+            pending = min(sequence.num_tokens - sequence.computed, budget)
+            needed = self.params.blocks_for(sequence.computed + pending) - sequence.blocks
+            while needed > self.cache.available and sequence in self._running:
+                preempted.append(self._preempt_newest())
+            if sequence not in self._running:
+                break  # it was the newest: nothing after it is left to schedule
+            self._take_blocks(sequence, needed)
+            sequence.pending = pending
+            budget -= pending
+            scheduled.append(sequence)
+            index += 1
+        admitted = [] if preempted else self._admit(budget)
+        scheduled += admitted
+        if not scheduled:
+            return None
+        self._in_step = scheduled
+        return self._plan(scheduled, admitted, preempted)
+
+    def end_step(self, now: float) -> StepResult:
+        """Completes the step begun last: its sequences' tokens are computed at ``now``."""
+        if self._in_step is None:
+            raise RuntimeError("end_step: no step has begun")
+        scheduled, self._in_step = self._in_step, None
+        self._steps += 1
+        tokens: list[Token] = []
+        finished: list[RequestTiming] = []
+        for sequence in scheduled:
+            if sequence.aborted:
+                continue
+            sequence.computed += sequence.pending
+            sequence.pending = 0
+            self._publish_full_blocks(sequence)
+            if sequence.computed < sequence.num_tokens:
+                continue  # a prefill chunk: no token yet
+            tokens.append(self._emit(sequence, now))
+            if sequence.generated == sequence.request.output_tokens:
+                finished.append(self._finish(sequence, now))
+        return StepResult(tuple(tokens), tuple(finished))
+
+    # ---------------------------------------------------------------- helpers
+    def _admit(self, budget: int) -> list[_Sequence]:
+        admitted: list[_Sequence] = []
+        while self._waiting and budget > 0 and len(self._running) < self.params.max_running:
+            sequence = self._waiting[0]
+            # The last token is always computed (it yields the next), so a prompt is never
+            # served entirely from the cache.
+            reusable = sequence.keys[: (sequence.num_tokens - 1) // self.params.block_size]
+            hits = reusable[: self.cache.match(reusable)]
+            computed = len(hits) * self.params.block_size
+            pending = min(sequence.num_tokens - computed, budget)
+            needed = self.params.blocks_for(computed + pending) - len(hits)
+            if needed > self.cache.available - self.cache.idle_among(hits):
+                break
+            self._waiting.popleft()
+            self.cache.acquire(hits)
+            sequence.held_keys = list(hits)
+            sequence.computed = computed
+            self._take_blocks(sequence, needed)
+            sequence.pending = pending
+            budget -= pending
+            if not sequence.admitted_once:
+                sequence.admitted_once = True
+                sequence.timing.cached_tokens = computed
+                if self.params.prefix_caching:
+                    self._queried_tokens += sequence.request.prompt_tokens
+                    self._hit_tokens += computed
+            self._running.append(sequence)
+            admitted.append(sequence)
+        return admitted
+
+    def _plan(
+        self, scheduled: list[_Sequence], admitted: list[_Sequence], preempted: list[_Sequence]
+    ) -> StepPlan:
+        p = self.params
+        decoding = [s for s in scheduled if s.decoding]
+        prefill = sum(s.pending for s in scheduled if not s.decoding)
+        context = sum(s.num_tokens for s in decoding)
+        cost = (
+            p.decode_base_s
+            + p.prefill_s_per_token * prefill
+            + p.decode_s_per_seq * len(decoding)
+            + p.decode_s_per_context_token * context
+        )
+        return StepPlan(
+            cost_s=cost,
+            prefill_tokens=prefill,
+            decode_seqs=len(decoding),
+            context_tokens=context,
+            scheduled=tuple(s.request.request_id for s in scheduled),
+            admitted=tuple(s.request.request_id for s in admitted),
+            preempted=tuple(s.request.request_id for s in preempted),
+        )
+
+    def _take_blocks(self, sequence: _Sequence, count: int) -> None:
+        if count > 0:
+            self.cache.allocate(count)
+            sequence.private_blocks += count
+
+    def _free_blocks(self, sequence: _Sequence) -> None:
+        self.cache.release(sequence.held_keys)
+        self.cache.free(sequence.private_blocks)
+        sequence.held_keys = []
+        sequence.private_blocks = 0
+        sequence.computed = 0
+
+    def _preempt_newest(self) -> _Sequence:
+        victim = self._running.pop()
+        self._free_blocks(victim)
+        victim.timing.preemptions += 1
+        self._preemptions += 1
+        self._waiting.appendleft(victim)
+        return victim
+
+    def _publish_full_blocks(self, sequence: _Sequence) -> None:
+        """Keys the prompt blocks this step filled, so later requests can reuse them."""
+        size = self.params.block_size
+        while (
+            len(sequence.held_keys) < len(sequence.keys)
+            and (len(sequence.held_keys) + 1) * size <= sequence.computed
+        ):
+            key = sequence.keys[len(sequence.held_keys)]
+            self.cache.publish(key)
+            sequence.held_keys.append(key)
+            sequence.private_blocks -= 1
+
+    def _emit(self, sequence: _Sequence, now: float) -> Token:
+        timing = sequence.timing
+        previous = timing.token_s[-1] if timing.token_s else timing.arrival_s
+        index = sequence.generated
+        if index == 0:
+            self._prompt_tokens += sequence.request.prompt_tokens
+        sequence.generated += 1
+        self._generation_tokens += 1
+        timing.token_s.append(now)
+        last = sequence.generated == sequence.request.output_tokens
+        return Token(sequence.request.request_id, index, now, now - previous, last)
+
+    def _finish(self, sequence: _Sequence, now: float) -> RequestTiming:
+        self._running.remove(sequence)
+        self._free_blocks(sequence)
+        del self._by_id[sequence.request.request_id]
+        sequence.timing.finish_s = now
+        self._finished += 1
+        return sequence.timing

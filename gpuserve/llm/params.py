@@ -1,0 +1,100 @@
+"""The engine's size and speed: one frozen set of parameters with documented defaults.
+
+The defaults stand for Llama 3 8B in bf16 on one H100 SXM (80 GB) under vLLM, derived from
+the model's shape and the GPU's datasheet rather than measured:
+
+- A forward pass reads all 16 GB of weights once, about 5 ms at 3.35 TB/s: the fixed cost
+  of every step, whatever it computes (``decode_base_s``).
+- A token costs about 2 x 8e9 FLOP; at roughly 60% of the GPU's 989 dense bf16 TFLOP/s that
+  is ~27 us, for a prompt token (``prefill_s_per_token``) as for a decoded one
+  (``decode_s_per_seq``, which also covers sampling).
+- Attention reads each cached token's keys and values, 128 KiB per token (32 layers x 8 KV
+  heads x 128 x 2 x 2 bytes), ~40 ns at the same bandwidth (``decode_s_per_context_token``).
+- 90% of 80 GB, less the weights and ~3 GB of activations, leaves ~54 GiB of KV cache:
+  ~440k tokens, 27,000 blocks of 16 (``num_blocks``).
+- ``block_size`` 16, ``max_running`` 256 and ``max_batched_tokens`` 8192 are vLLM's
+  defaults (``block_size``, ``max_num_seqs``, ``max_num_batched_tokens``); ``max_model_len``
+  8192 is Llama 3's context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class EngineParams:
+    """What bounds and what costs one engine (one model replica)."""
+
+    block_size: int = 16  # tokens per KV-cache block
+    num_blocks: int = 27_000  # KV-cache blocks on the replica
+    max_running: int = 256  # sequences batched at once
+    max_batched_tokens: int = 8192  # tokens computed per step (longer prompts are chunked)
+    max_model_len: int = 8192  # prompt + output tokens of one request
+    prefix_caching: bool = True
+    prefill_s_per_token: float = 27e-6  # per uncached prompt token computed
+    decode_base_s: float = 5e-3  # per step: reading the weights
+    decode_s_per_seq: float = 30e-6  # per sequence decoding a token this step
+    decode_s_per_context_token: float = 40e-9  # per token in the decoding sequences' contexts
+
+    def __post_init__(self) -> None:
+        for name in ("block_size", "num_blocks", "max_running", "max_batched_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: must be at least 1, got {getattr(self, name)}")
+        if not 2 <= self.max_model_len <= self.capacity_tokens:
+            # vLLM refuses to start when one full-length sequence cannot fit the cache.
+            raise ValueError(
+                f"max_model_len: must be between 2 and the cache's {self.capacity_tokens} "
+                f"tokens (num_blocks x block_size), got {self.max_model_len}"
+            )
+        for name in (
+            "prefill_s_per_token",
+            "decode_base_s",
+            "decode_s_per_seq",
+            "decode_s_per_context_token",
+        ):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}: must not be negative, got {getattr(self, name)}")
+
+    @property
+    def capacity_tokens(self) -> int:
+        return self.num_blocks * self.block_size
+
+    def blocks_for(self, tokens: int) -> int:
+        """Blocks that hold ``tokens`` tokens of keys and values."""
+        return -(-tokens // self.block_size)
+
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def _convert(name: str, default: object, raw: str) -> object:
+    text = raw.strip()
+    try:
+        if isinstance(default, bool):
+            if text.lower() not in _TRUE | _FALSE:
+                raise ValueError("not a boolean")
+            return text.lower() in _TRUE
+        if isinstance(default, int):
+            return int(text)
+        return float(text)
+    except ValueError:
+        kind = type(default).__name__
+        raise ValueError(f"{name}: {raw!r} is not of type {kind}") from None
+
+
+def params_from_strings(values: Mapping[str, str]) -> EngineParams:
+    """Parameters from text (a Triton model config's string parameters); a missing name
+    keeps its default, an unknown one is refused so that a typo is not silently ignored."""
+    defaults = EngineParams()
+    known = {f.name for f in fields(EngineParams)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"{unknown[0]}: not an engine parameter (known: {sorted(known)})")
+    changed: dict[str, Any] = {
+        name: _convert(name, getattr(defaults, name), raw) for name, raw in values.items()
+    }
+    return replace(defaults, **changed)

@@ -1,0 +1,52 @@
+"""Runs one engine over a list of requests on a virtual clock.
+
+The clock jumps to the next arrival while the engine is idle and advances by each step's
+cost otherwise; a request arriving during a step waits for the next one, as in the
+emulator, whose engine loop sleeps the cost while new requests queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gpuserve.llm.engine import Engine, Request, RequestTiming, StepPlan
+from gpuserve.llm.params import EngineParams
+
+
+@dataclass(frozen=True)
+class Replay:
+    timings: dict[str, RequestTiming]  # by request id
+    steps: tuple[tuple[float, StepPlan], ...]  # (start time, plan) of each step
+    engine: Engine  # final state, for its counters and cache
+
+
+def replay(
+    requests: Iterable[tuple[float, int, int, tuple[int, ...]]],
+    params: EngineParams | None = None,
+) -> Replay:
+    """Serves ``(arrival_s, prompt_tokens, output_tokens, block_hashes)`` requests, named
+    by their position ("0", "1", ...), until all have finished."""
+    engine = Engine(params)
+    given = [
+        Request(str(i), prompt, output, arrival, hashes)
+        for i, (arrival, prompt, output, hashes) in enumerate(requests)
+    ]
+    queue = sorted(given, key=lambda r: r.arrival_s)
+    timings: dict[str, RequestTiming] = {}
+    steps: list[tuple[float, StepPlan]] = []
+    clock, next_arrival = 0.0, 0
+    while next_arrival < len(queue) or not engine.idle:
+        if engine.idle:
+            clock = max(clock, queue[next_arrival].arrival_s)
+        while next_arrival < len(queue) and queue[next_arrival].arrival_s <= clock:
+            engine.add(queue[next_arrival])
+            next_arrival += 1
+        plan = engine.begin_step()
+        if plan is None:  # cannot happen: the engine holds a request it can admit
+            raise RuntimeError("replay: the engine has requests but planned no step")
+        steps.append((clock, plan))
+        clock += plan.cost_s
+        for timing in engine.end_step(clock).finished:
+            timings[timing.request_id] = timing
+    return Replay(timings, tuple(steps), engine)
