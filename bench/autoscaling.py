@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from gpuserve.autoscaling.config import ServiceProfile  # noqa: E402
 from gpuserve.sim.comparing import (  # noqa: E402
+    BENCH_GPU,
     COMPLIANCE_WINDOW,
     Run,
     Setup,
@@ -29,6 +32,7 @@ from gpuserve.sim.comparing import (  # noqa: E402
     run_contenders,
 )
 from gpuserve.sim.lineup import POLICIES  # noqa: E402
+from gpuserve.sim.oracle import OracleGoal  # noqa: E402
 from gpuserve.sim.results import SimResult  # noqa: E402
 from gpuserve.sim.workload import TraceRequest, parse_trace, workload_from_trace  # noqa: E402
 
@@ -38,15 +42,22 @@ DEFAULT_TRACE = REPO / "traces" / "azure-llm-conv-2023.csv"
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
+    # Every default is the one Setup's (bench/suite.py runs Setup() as it is).
+    setup = Setup()
+    model, gpu = setup.profile, setup.gpu
     add_replay_arguments(p, compress=5.0)
-    p.add_argument("--per-batch", type=float, default=0.060, help="s per execution")
-    p.add_argument("--per-item", type=float, default=0.120, help="s per item")
-    p.add_argument("--max-batch", type=int, default=8)
-    p.add_argument("--delay", type=float, default=0.020, help="max_queue_delay, s")
-    p.add_argument("--slo", type=float, default=2.0, help="SLO latency, s")
-    p.add_argument("--percentile", type=float, default=95.0)
-    p.add_argument("--cold-start", type=float, default=45.0, help="pod creation -> ready, s")
-    p.add_argument("--warm-start", type=float, default=2.0, help="warm promotion -> serving, s")
+    p.add_argument("--per-batch", type=float, default=model.time_per_batch, help="s per execution")
+    p.add_argument("--per-item", type=float, default=model.time_per_item, help="s per item")
+    p.add_argument("--max-batch", type=int, default=model.max_batch_size)
+    p.add_argument("--delay", type=float, default=model.max_queue_delay, help="max_queue_delay, s")
+    p.add_argument("--slo", type=float, default=setup.slo, help="SLO latency, s")
+    p.add_argument("--percentile", type=float, default=setup.percentile)
+    p.add_argument(
+        "--cold-start", type=float, default=gpu.cold_start, help="pod creation -> ready, s"
+    )
+    p.add_argument(
+        "--warm-start", type=float, default=gpu.warm_start, help="warm promotion -> serving, s"
+    )
     p.add_argument(
         "--warm-pool",
         type=int,
@@ -62,14 +73,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="gpuserve rows per backlog percentile its capacity is planned for "
         "(spec.scaling.planningPercentile); 0: the default derived from the SLO",
     )
-    p.add_argument("--max-replicas", type=int, default=40)
-    p.add_argument("--cost-per-hour", type=float, default=2.0)
-    p.add_argument("--oracle-window", type=float, default=30.0)
-    p.add_argument("--target", type=float, default=0.99, help="attainment the oracle must meet")
+    p.add_argument("--max-replicas", type=int, default=setup.max_replicas)
+    p.add_argument("--cost-per-hour", type=float, default=gpu.cost_per_hour)
+    p.add_argument("--oracle-window", type=float, default=setup.oracle.window)
     p.add_argument(
-        "--balancing", choices=["random", "round_robin", "least_loaded"], default="random"
+        "--target", type=float, default=setup.oracle.target, help="attainment the oracle must meet"
     )
-    p.add_argument("--scrape", type=float, default=5.0, help="Prometheus scrape interval, s")
+    p.add_argument(
+        "--balancing", choices=["random", "round_robin", "least_loaded"], default=setup.balancing
+    )
+    p.add_argument(
+        "--scrape", type=float, default=setup.scrape, help="Prometheus scrape interval, s"
+    )
     p.add_argument("--policies", nargs="+", default=list(POLICIES), choices=list(POLICIES))
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
@@ -83,20 +98,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def setup_of(args: argparse.Namespace) -> Setup:
     return Setup(
-        per_batch=args.per_batch,
-        per_item=args.per_item,
-        max_batch=args.max_batch,
-        delay=args.delay,
+        profile=ServiceProfile(
+            time_per_batch=args.per_batch,
+            time_per_item=args.per_item,
+            max_batch_size=args.max_batch,
+            max_queue_delay=args.delay,
+        ),
+        gpu=replace(
+            BENCH_GPU,
+            cost_per_hour=args.cost_per_hour,
+            cold_start=args.cold_start,
+            warm_start=args.warm_start,
+        ),
         slo=args.slo,
         percentile=args.percentile,
-        cold_start=args.cold_start,
-        warm_start=args.warm_start,
         max_replicas=args.max_replicas,
-        cost_per_hour=args.cost_per_hour,
-        oracle_window=args.oracle_window,
-        target=args.target,
         balancing=args.balancing,
         scrape=args.scrape,
+        oracle=OracleGoal(window=args.oracle_window, target=args.target),
         warmup=args.warmup,
     )
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from gpuserve.autoscaling.config import PolicyConfig, ServiceProfile
 from gpuserve.sim.config import AcceleratorPool, Balancing, BatcherConfig, ServiceTimes, SimConfig
 from gpuserve.sim.lineup import Calibration, PolicyName, calibrate, make_scaler, sim_config_for
-from gpuserve.sim.oracle import OraclePlan, plan_oracle
+from gpuserve.sim.oracle import OracleGoal, OraclePlan, plan_oracle
 from gpuserve.sim.results import SimResult
 from gpuserve.sim.simulating import simulate
 from gpuserve.sim.workload import Workload
@@ -38,43 +38,41 @@ def add_replay_arguments(parser: argparse.ArgumentParser, *, compress: float) ->
     parser.add_argument(
         "--warmup",
         type=float,
-        default=120.0,
+        default=Setup().warmup,
         help="seconds of steady load at the trace's first-minute rate first (not counted)",
     )
+
+
+# The benchmarks' model, exactly as the policy's profile states it (the simulator runs
+# these times), and its one GPU kind.
+BENCH_MODEL = ServiceProfile(
+    time_per_batch=0.060, time_per_item=0.120, max_batch_size=8, max_queue_delay=0.020
+)
+BENCH_GPU = AcceleratorPool("gpu", cost_per_hour=2.0, cold_start=45.0, warm_start=2.0)
 
 
 @dataclass(frozen=True, slots=True)
 class Setup:
     """The simulated service (one replica = one GPU) and cluster; times in seconds."""
 
-    per_batch: float = 0.060
-    per_item: float = 0.120
-    max_batch: int = 8
-    delay: float = 0.020
+    profile: ServiceProfile = BENCH_MODEL
+    gpu: AcceleratorPool = BENCH_GPU
     slo: float = 2.0
     percentile: float = 95.0
-    cold_start: float = 45.0
-    warm_start: float = 2.0
     max_replicas: int = 40
-    cost_per_hour: float = 2.0
-    oracle_window: float = 30.0
-    target: float = 0.99
     balancing: Balancing = "random"
     scrape: float = 5.0
+    oracle: OracleGoal = field(default_factory=OracleGoal)
     warmup: float = 120.0
 
     def sim_config(self, seed: int) -> SimConfig:
+        p = self.profile
         return SimConfig(
-            batcher=BatcherConfig(max_batch_size=self.max_batch, max_queue_delay=self.delay),
-            service=ServiceTimes(per_batch=self.per_batch, per_item=self.per_item),
-            classes=(
-                AcceleratorPool(
-                    name="gpu",
-                    cost_per_hour=self.cost_per_hour,
-                    cold_start=self.cold_start,
-                    warm_start=self.warm_start,
-                ),
+            batcher=BatcherConfig(
+                max_batch_size=p.max_batch_size, max_queue_delay=p.max_queue_delay
             ),
+            service=ServiceTimes(per_batch=p.time_per_batch, per_item=p.time_per_item),
+            classes=(self.gpu,),
             slo_latency=self.slo,
             slo_quantile=self.percentile / 100.0,
             balancing=self.balancing,
@@ -87,18 +85,13 @@ class Setup:
     def policy(self) -> PolicyConfig:
         """The policy as the operator builds it from a spec with default scaling fields."""
         return PolicyConfig(
-            profile=ServiceProfile(
-                time_per_batch=self.per_batch,
-                time_per_item=self.per_item,
-                max_batch_size=self.max_batch,
-                max_queue_delay=self.delay,
-            ),
+            profile=self.profile,
             slo_latency=self.slo,
             slo_quantile=self.percentile / 100.0,
             min_replicas=1,
             max_replicas=self.max_replicas,
-            cold_start=self.cold_start,
-            warm_start=self.warm_start,
+            cold_start=self.gpu.cold_start,
+            warm_start=self.gpu.warm_start,
             max_sample_age=max(30.0, 3 * self.scrape),
             rate_window=4 * self.scrape,
         )
@@ -143,11 +136,7 @@ def prepare(setup: Setup, workload: Workload, seed: int, *, warmup_span: float =
     mean_items = sum(warmed.items) / max(1, len(warmed))
     calibration = calibrate(config=config, items=round(mean_items))
     plan = plan_oracle(
-        config=config,
-        workload=warmed,
-        window=setup.oracle_window,
-        target=setup.target,
-        max_replicas=setup.max_replicas,
+        config=config, workload=warmed, goal=setup.oracle, max_replicas=setup.max_replicas
     )
     return Prepared(warmed, config, calibration, plan, time.perf_counter() - started)
 

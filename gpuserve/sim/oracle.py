@@ -29,20 +29,29 @@ class OraclePlan:
         return max(self.replicas)
 
 
+@dataclass(frozen=True, slots=True)
+class OracleGoal:
+    """What the oracle plans: per ``window`` seconds, the fewest replicas whose requests
+    meet ``target`` attainment."""
+
+    window: float = 30.0
+    target: float = 0.99
+
+
 def plan_oracle(
     *,
     config: SimConfig,
     workload: Workload,
-    window: float = 30.0,
-    target: float = 0.99,
+    goal: OracleGoal = OracleGoal(),
     max_replicas: int = 200,
 ) -> OraclePlan:
-    """Per window, the fewest replicas whose requests meet ``target`` attainment.
+    """Per window, the fewest replicas whose requests meet the goal's attainment.
 
     Each window is searched on its own (empty queues, instant pods); the schedule is
     then checked end to end and any window the carried-over queue pushes below target
     gets one more replica, for a few rounds.
     """
+    window, target = goal.window, goal.target
     base = replace(config, warm_pool=0, scrape_outages=(), measure_from=0.0)
     count = int(workload.duration // window) + 1
     plan: list[int] = []

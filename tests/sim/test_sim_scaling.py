@@ -9,7 +9,7 @@ import pytest
 from gpuserve.autoscaling import ClassAction, PolicyConfig, ServiceProfile
 from gpuserve.sim.baselines import HpaBehaviour, HpaQueueDepth, KedaPrometheus, KnativeKpa
 from gpuserve.sim.config import AcceleratorPool, BatcherConfig, ServiceTimes, SimConfig
-from gpuserve.sim.oracle import OracleScaler, plan_oracle
+from gpuserve.sim.oracle import OracleGoal, OracleScaler, plan_oracle
 from gpuserve.sim.scalers import GpuserveScaler, ScaleOrder, ScalerView
 from gpuserve.sim.simulating import Simulation, simulate
 from gpuserve.sim.workload import (
@@ -196,7 +196,7 @@ def test_kpa_panics_on_a_burst_and_never_scales_down_in_panic() -> None:
 
 def test_oracle_plan_meets_its_target_with_the_fewest_replicas() -> None:
     workload = rate_profile_workload(rates=[(60.0, 4.0), (60.0, 20.0), (60.0, 8.0)], seed=6)
-    plan = plan_oracle(config=config(), workload=workload, window=30.0, target=0.99)
+    plan = plan_oracle(config=config(), workload=workload, goal=OracleGoal(30.0, 0.99))
     assert plan.replicas[2] > plan.replicas[0]
     result = simulate(
         config=config(initial_replicas=plan.replicas[0]),
