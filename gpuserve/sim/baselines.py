@@ -19,6 +19,7 @@ __all__ = [
     "HpaQueueDepth",
     "KedaPrometheus",
     "KnativeKpa",
+    "KpaConfig",
     "OraclePlan",
     "OracleScaler",
     "StaticPeak",
@@ -60,36 +61,54 @@ class HpaBehaviour:
         return max(self.min_replicas, min(self.max_replicas, min(desired, up_limit)))
 
 
-@dataclass
-class HpaQueueDepth:
-    """HPA with a Pods metric from prometheus-adapter: nv_inference_pending_request_count,
-    target averageValue per pod; synced every 15s."""
+@dataclass(kw_only=True)
+class _HpaFed:
+    """An HPA fed one usage ratio per sync (15s): its own Pods metric, or the external
+    metric KEDA serves to the HPA it creates. A subclass says how it reads the ratio."""
 
-    target_per_pod: float
     min_replicas: int
     max_replicas: int
     interval: float = 15.0
-    offset: float = 0.7
-    name: str = "hpa-queue"
     behaviour: HpaBehaviour = field(init=False)
 
     def __post_init__(self) -> None:
         self.behaviour = HpaBehaviour(self.min_replicas, self.max_replicas)
 
+    def usage(self, view: ScalerView) -> tuple[float | None, str]:
+        """The usage ratio (None: no metric) and what it was read from, for the reason."""
+        raise NotImplementedError
+
     def step(self, view: ScalerView) -> ScaleOrder:
+        ratio, reading = self.usage(view)
+        size = self.behaviour.next_size(
+            now=view.now,
+            current=view.pools.committed,
+            ready=view.pools.serving_ready,
+            usage_ratio=ratio,
+        )
+        return resize_to(view.pools, size, reason=reading)
+
+
+@dataclass(kw_only=True)
+class HpaQueueDepth(_HpaFed):
+    """HPA with a Pods metric from prometheus-adapter: nv_inference_pending_request_count,
+    target averageValue per pod; synced every 15s."""
+
+    target_per_pod: float
+    offset: float = 0.7
+    name: str = "hpa-queue"
+
+    def usage(self, view: ScalerView) -> tuple[float | None, str]:
         scrape = view.store.latest_scrape(view.now)
         ready = view.pools.serving_ready
         ratio = None
         if scrape is not None and ready > 0:
             ratio = (scrape.pending / ready) / self.target_per_pod
-        size = self.behaviour.next_size(
-            now=view.now, current=view.pools.committed, ready=ready, usage_ratio=ratio
-        )
-        return resize_to(view.pools, size, reason=f"hpa: queue/pod ratio {ratio}")
+        return ratio, f"hpa: queue/pod ratio {ratio}"
 
 
-@dataclass
-class KedaPrometheus:
+@dataclass(kw_only=True)
+class KedaPrometheus(_HpaFed):
     """KEDA ScaledObject with a Prometheus trigger,
     query sum(rate(nv_inference_request_success[1m]) + rate(nv_inference_request_failure[1m])),
     metricType AverageValue: desired = ceil(value / threshold). KEDA feeds the HPA it
@@ -98,46 +117,43 @@ class KedaPrometheus:
     min_replicas >= 1 never reaches."""
 
     threshold: float
-    min_replicas: int
-    max_replicas: int
     query_window: float = 60.0
-    interval: float = 15.0
     offset: float = 0.9
     name: str = "keda-prom"
-    behaviour: HpaBehaviour = field(init=False)
 
-    def __post_init__(self) -> None:
-        self.behaviour = HpaBehaviour(self.min_replicas, self.max_replicas)
-
-    def step(self, view: ScalerView) -> ScaleOrder:
+    def usage(self, view: ScalerView) -> tuple[float | None, str]:
         value = view.store.request_rate(view.now, self.query_window)
-        ready = view.pools.serving_ready
         ratio = None
         if value is not None:
             # AverageValue: the HPA compares value/ready with the threshold.
-            ratio = value / (max(ready, 1) * self.threshold)
-        size = self.behaviour.next_size(
-            now=view.now, current=view.pools.committed, ready=ready, usage_ratio=ratio
-        )
-        return resize_to(view.pools, size, reason=f"keda: rate {value}")
+            ratio = value / (max(view.pools.serving_ready, 1) * self.threshold)
+        return ratio, f"keda: rate {value}"
 
 
-@dataclass
-class KnativeKpa:
-    """Knative KPA on concurrency: tick 2s; stable window 60s; panic window 6s (10%);
-    panic threshold 200%; target utilisation 70% of the per-pod concurrency target;
-    max scale-up rate 1000x, max scale-down rate 2x per tick; panic mode lasts until a
-    stable window has passed without the panic condition and never scales down."""
+@dataclass(frozen=True, slots=True)
+class KpaConfig:
+    """Knative's config-autoscaler defaults: target utilisation 70% of the per-pod
+    concurrency target; stable window 60s; panic window 6s (10%); panic threshold 200%;
+    max scale-up rate 1000x, max scale-down rate 2x per tick."""
 
-    target_concurrency: float
-    min_replicas: int
-    max_replicas: int
     utilisation: float = 0.7
     stable_window: float = 60.0
     panic_window: float = 6.0
     panic_threshold: float = 2.0
     max_up_rate: float = 1000.0
     max_down_rate: float = 2.0
+
+
+@dataclass
+class KnativeKpa:
+    """Knative KPA on concurrency (``config``: Knative's defaults), ticking every 2s; panic
+    mode lasts until a stable window has passed without the panic condition and never
+    scales down."""
+
+    target_concurrency: float
+    min_replicas: int
+    max_replicas: int
+    config: KpaConfig = field(default_factory=KpaConfig)
     interval: float = 2.0
     offset: float = 0.3
     name: str = "kpa"
@@ -146,24 +162,25 @@ class KnativeKpa:
     first_seen: float | None = None
 
     def step(self, view: ScalerView) -> ScaleOrder:
+        knative = self.config
         ready = max(1, view.pools.serving_ready)
         current = view.pools.committed
-        stable = view.store.concurrency(view.now, self.stable_window)
-        panic = view.store.concurrency(view.now, self.panic_window)
+        stable = view.store.concurrency(view.now, knative.stable_window)
+        panic = view.store.concurrency(view.now, knative.panic_window)
         if self.first_seen is None:
             self.first_seen = view.now
         if stable is None or panic is None:
             return ScaleOrder(reason="kpa: no data")
-        per_pod = self.target_concurrency * self.utilisation
+        per_pod = self.target_concurrency * knative.utilisation
         want_stable = math.ceil(stable / per_pod)
         want_panic = math.ceil(panic / per_pod)
-        up = math.ceil(self.max_up_rate * ready)
-        down = math.floor(ready / self.max_down_rate)
+        up = math.ceil(knative.max_up_rate * ready)
+        down = math.floor(ready / knative.max_down_rate)
         want_stable = max(down, min(up, want_stable))
         want_panic = max(down, min(up, want_panic))
-        if want_panic / ready >= self.panic_threshold:
+        if want_panic / ready >= knative.panic_threshold:
             self.panic_since = view.now  # (re)enter panic
-        elif self.panic_since is not None and view.now - self.panic_since >= self.stable_window:
+        elif self.panic_since is not None and view.now - self.panic_since >= knative.stable_window:
             self.panic_since = None
             self.max_panic_pods = 0
         if self.panic_since is not None:
@@ -171,7 +188,7 @@ class KnativeKpa:
             desired = self.max_panic_pods
         else:
             desired = want_stable
-        if view.now - self.first_seen < self.stable_window:
+        if view.now - self.first_seen < knative.stable_window:
             # Primed as if in steady state: no scale-down before one stable window of data.
             desired = max(desired, current)
         desired = max(self.min_replicas, min(self.max_replicas, desired))
