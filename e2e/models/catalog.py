@@ -24,6 +24,7 @@ class TensorSpec:
     name: str
     data_type: str
     dims: tuple[int, ...]
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class CatalogModel:
     outputs: tuple[TensorSpec, ...]
     parameters: dict[str, str] = field(default_factory=dict)
     description: str = ""
+    decoupled: bool = False  # streams any number of responses per request
 
     @property
     def model_file(self) -> Path:
@@ -52,7 +54,12 @@ class CatalogModel:
 
 def _tensors(raw: list[dict[str, Any]]) -> tuple[TensorSpec, ...]:
     return tuple(
-        TensorSpec(str(t["name"]), str(t["data_type"]), tuple(int(d) for d in t["dims"]))
+        TensorSpec(
+            str(t["name"]),
+            str(t["data_type"]),
+            tuple(int(d) for d in t["dims"]),
+            bool(t.get("optional", False)),
+        )
         for t in raw
     )
 
@@ -75,6 +82,7 @@ def load_catalog(path: Path = CATALOG_FILE) -> dict[str, CatalogModel]:
             outputs=_tensors(entry.get("outputs", [])),
             parameters={str(k): str(v) for k, v in (entry.get("parameters") or {}).items()},
             description=str(entry.get("description", "")).strip(),
+            decoupled=bool(entry.get("decoupled", False)),
         )
     return models
 

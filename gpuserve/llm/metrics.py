@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from gpuserve.llm.engine import EngineStats, StepPlan, StepResult
+
 MetricKind = Literal["counter", "gauge", "histogram"]
 LABELS = ("model", "version")
 
@@ -136,3 +138,71 @@ def request_size_metrics(max_model_len: int) -> tuple[MetricSpec, MetricSpec]:
             True,
         ),
     )
+
+
+Sample = tuple[MetricSpec, float]
+
+
+class EngineMetrics:
+    """Which metric each engine event feeds: one rule for the emulator, which exports the
+    samples, and for a simulator, which may aggregate them."""
+
+    def __init__(self, max_model_len: int) -> None:
+        self.request_prompt_tokens, self.request_generation_tokens = request_size_metrics(
+            max_model_len
+        )
+
+    @property
+    def specs(self) -> tuple[MetricSpec, ...]:
+        return (
+            PROMPT_TOKENS,
+            GENERATION_TOKENS,
+            TIME_TO_FIRST_TOKEN,
+            TIME_PER_OUTPUT_TOKEN,
+            E2E_REQUEST_LATENCY,
+            self.request_prompt_tokens,
+            self.request_generation_tokens,
+            NUM_REQUESTS_RUNNING,
+            NUM_REQUESTS_WAITING,
+            KV_CACHE_USAGE,
+            GPU_CACHE_USAGE,
+            PREFIX_CACHE_QUERIES,
+            PREFIX_CACHE_HITS,
+            NUM_PREEMPTIONS,
+            ITERATION_TOKENS,
+        )
+
+    def step_samples(self, plan: StepPlan, result: StepResult) -> list[Sample]:
+        """Histogram observations of one step: its size, each token's gap (the first
+        token's is its TTFT, the others' are inter-token times) and finished requests."""
+        samples: list[Sample] = [(ITERATION_TOKENS, float(plan.tokens))]
+        for token in result.tokens:
+            spec = TIME_TO_FIRST_TOKEN if token.index == 0 else TIME_PER_OUTPUT_TOKEN
+            samples.append((spec, token.gap_s))
+        for timing in result.finished:
+            if timing.e2e_s is not None:
+                samples.append((E2E_REQUEST_LATENCY, timing.e2e_s))
+            samples.append((self.request_prompt_tokens, float(timing.prompt_tokens)))
+            samples.append((self.request_generation_tokens, float(len(timing.token_s))))
+        return samples
+
+    @staticmethod
+    def counter_increments(before: EngineStats, after: EngineStats) -> list[Sample]:
+        """How much each counter grew between two snapshots (only those that did)."""
+        pairs = (
+            (PROMPT_TOKENS, after.prompt_tokens - before.prompt_tokens),
+            (GENERATION_TOKENS, after.generation_tokens - before.generation_tokens),
+            (PREFIX_CACHE_QUERIES, after.prefix_queried_tokens - before.prefix_queried_tokens),
+            (PREFIX_CACHE_HITS, after.prefix_hit_tokens - before.prefix_hit_tokens),
+            (NUM_PREEMPTIONS, after.preemptions - before.preemptions),
+        )
+        return [(spec, float(grown)) for spec, grown in pairs if grown > 0]
+
+    @staticmethod
+    def gauge_values(stats: EngineStats) -> list[Sample]:
+        return [
+            (NUM_REQUESTS_RUNNING, float(stats.running)),
+            (NUM_REQUESTS_WAITING, float(stats.waiting)),
+            (KV_CACHE_USAGE, stats.kv_usage),
+            (GPU_CACHE_USAGE, stats.kv_usage),
+        ]

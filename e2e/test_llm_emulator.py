@@ -1,0 +1,150 @@
+"""The LLM engine emulator on the real tritonserver (pytriton wheel, CPU): token streaming
+over gRPC, continuous batching, the prefix cache and vLLM's metric names."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as pb
+
+from e2e.models import resolve_demo_uri
+from e2e.triton import TritonServer, triton_available, write_model
+from e2e.triton.metrics import model_value, samples
+from e2e.triton.process import wait_until
+from e2e.triton.requests import LLMRequest, stream_llm
+from gpuserve.llm import metrics as vllm
+
+MODEL = "llm"
+EMULATOR = "demo://llm_emulator"
+# Slow steps, so that a CPU shared with other work cannot blur what the tests compare:
+# 10 ms per step, 0.2 ms per uncached prompt token.
+ENGINE = {
+    "block_size": "16",
+    "decode_base_s": "0.01",
+    "prefill_s_per_token": "0.0002",
+    "decode_s_per_seq": "0.0005",
+}
+
+pytestmark = [
+    pytest.mark.triton,
+    pytest.mark.skipif(not triton_available(), reason="nvidia-pytriton wheel not installed"),
+]
+
+
+def reference_config() -> pb.ModelConfig:
+    config = pb.ModelConfig()
+    text_format.Parse(resolve_demo_uri(EMULATOR).reference_config.read_text(), config)
+    return config
+
+
+@pytest.fixture(scope="module")
+def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
+    config = reference_config()
+    config.name = MODEL
+    for key, value in ENGINE.items():
+        config.parameters[key].string_value = value
+    repo: Path = tmp_path_factory.mktemp("llm-repo")
+    write_model(repo, MODEL, text_format.MessageToString(config), source=EMULATOR)
+    server = TritonServer(repo).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        assert server.process_group_pids() == [], "the Python stub outlived the server"
+        assert server.errors() == []
+
+
+def counter(triton: TritonServer, name: str) -> float:
+    return model_value(triton.metrics_text(), name, MODEL)
+
+
+def growth(triton: TritonServer, name: str, before: float, expected: float) -> float:
+    """How much a counter grew, once it reached ``expected`` or 5 s passed: the model
+    records its metrics just after it sends the tokens."""
+    wait_until(lambda: counter(triton, name) - before >= expected, timeout=5.0, interval=0.05)
+    return counter(triton, name) - before
+
+
+def test_catalogue_entry_matches_the_reference_config() -> None:
+    entry, config = resolve_demo_uri(EMULATOR), reference_config()
+    assert entry.decoupled and config.model_transaction_policy.decoupled
+    assert entry.max_batch_size == config.max_batch_size == 0
+    declared = [
+        (t.name, pb.DataType.Name(t.data_type), tuple(t.dims), t.optional) for t in config.input
+    ]
+    assert declared == [(t.name, t.data_type, t.dims, t.optional) for t in entry.inputs]
+    assert [(t.name, pb.DataType.Name(t.data_type)) for t in config.output] == [
+        (t.name, t.data_type) for t in entry.outputs
+    ]
+    assert entry.parameters == {k: v.string_value for k, v in config.parameters.items()}
+
+
+def test_tokens_stream_one_per_response_and_the_last_is_final(triton: TritonServer) -> None:
+    run = stream_llm(
+        triton.grpc_url, MODEL, [LLMRequest(40, 8), LLMRequest(40, 8, stream=False)]
+    )
+    assert run.errors == []
+    streamed, whole = run.responses
+    assert streamed.texts == [f"t{i}" for i in range(8)]
+    assert streamed.finals == [False] * 7 + [True]
+    assert streamed.times_s == sorted(streamed.times_s)
+    assert whole.texts == [" ".join(f"t{i}" for i in range(8))] and whole.finals == [True]
+
+
+def test_an_impossible_request_is_refused_naming_the_field(triton: TritonServer) -> None:
+    run = stream_llm(triton.grpc_url, MODEL, [LLMRequest(40, 0)])
+    assert len(run.errors) == 1 and "output_tokens: must be at least 1" in run.errors[0]
+
+
+def test_concurrent_requests_share_engine_steps_and_fill_the_histograms(
+    triton: TritonServer,
+) -> None:
+    names = (
+        vllm.ITERATION_TOKENS.name + "_count",
+        vllm.TIME_TO_FIRST_TOKEN.name + "_count",
+        vllm.TIME_PER_OUTPUT_TOKEN.name + "_count",
+        vllm.E2E_REQUEST_LATENCY.name + "_count",
+        "vllm:request_generation_tokens_sum",
+        vllm.GENERATION_TOKENS.name,
+        vllm.PROMPT_TOKENS.name,
+    )
+    before = {name: counter(triton, name) for name in names}
+    requests = [LLMRequest(64, 16)] * 4
+    run = stream_llm(triton.grpc_url, MODEL, requests)
+    assert run.errors == [] and all(len(r.texts) == 16 and r.done for r in run.responses)
+    # The model records metrics in order: once the last request's latency is in, so is
+    # everything before it.
+    e2e_count = vllm.E2E_REQUEST_LATENCY.name + "_count"
+    assert growth(triton, e2e_count, before[e2e_count], 4) == 4
+    steps, ttft, tpot, e2e, sizes, generated, prompts = (
+        counter(triton, name) - before[name] for name in names
+    )
+    assert (ttft, tpot, e2e) == (4, 4 * 15, 4)
+    assert sizes == generated == 64 and prompts == 4 * 64
+    assert steps < 64, f"{steps} engine steps for 64 tokens: the requests were not batched"
+    text = triton.metrics_text()
+    for gauge in (vllm.NUM_REQUESTS_RUNNING, vllm.NUM_REQUESTS_WAITING, vllm.KV_CACHE_USAGE):
+        assert model_value(text, gauge.name, MODEL, version="1") == 0.0
+    # Histograms carry the buckets of vLLM's logger.
+    buckets = samples(text, vllm.TIME_TO_FIRST_TOKEN.name + "_bucket")
+    bounds = [labels["le"] for labels, _ in buckets if labels["model"] == MODEL]
+    assert bounds[:3] == ["0.001", "0.005", "0.01"] and bounds[-1] == "+Inf"
+
+
+def test_a_repeated_prefix_has_a_lower_ttft_and_counts_as_hits(triton: TritonServer) -> None:
+    prompt, hashes = 1024, tuple(range(5000, 5064))  # 64 blocks of 16 tokens
+    queried = counter(triton, vllm.PREFIX_CACHE_QUERIES.name)
+    hits = counter(triton, vllm.PREFIX_CACHE_HITS.name)
+    cold = stream_llm(triton.grpc_url, MODEL, [LLMRequest(prompt, 2, hashes)]).responses[0]
+    warm = stream_llm(triton.grpc_url, MODEL, [LLMRequest(prompt, 2, hashes)]).responses[0]
+    other = stream_llm(
+        triton.grpc_url, MODEL, [LLMRequest(prompt, 2, (1, *hashes[1:]))]
+    ).responses[0]
+    # Uncached, the prompt costs ~0.2 s of prefill; cached, 16 tokens (the last block).
+    assert warm.ttft_s < cold.ttft_s / 2, (cold.ttft_s, warm.ttft_s)
+    assert other.ttft_s > warm.ttft_s * 2, "a different first block shares nothing"
+    assert growth(triton, vllm.PREFIX_CACHE_QUERIES.name, queried, 3 * prompt) == 3 * prompt
+    assert growth(triton, vllm.PREFIX_CACHE_HITS.name, hits, 63 * 16) == 63 * 16
