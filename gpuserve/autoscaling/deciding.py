@@ -38,6 +38,16 @@ class _Demand:
     items_per_request: float
 
 
+@dataclass(frozen=True, slots=True)
+class _Needs:
+    """Serving replicas each piece of evidence asks for (0: it has no say)."""
+
+    now: int  # the demand of the window in force
+    ahead: int  # the demand expected when a pod started now is ready, less ready warm pods
+    queue: int  # the backlog, drained within the queue budget
+    latency: int  # measured latency over its budget
+
+
 def decide(
     *,
     config: PolicyConfig,
@@ -154,13 +164,14 @@ def decide(
         depth = mean_of(stable, "queue_depth") or 0.0
         need_now = math.ceil(depth / config.target_queue_depth)
         need_ahead = need_latency = 0
+    needs = _Needs(now=need_now, ahead=need_ahead, queue=need_queue, latency=need_latency)
     signals.update(
         rateAhead=rate_ahead,
         startupHorizon=horizon,
-        needNow=float(need_now),
-        needAhead=float(need_ahead),
-        needQueue=float(need_queue),
-        needLatency=float(need_latency),
+        needNow=float(needs.now),
+        needAhead=float(needs.ahead),
+        needQueue=float(needs.queue),
+        needLatency=float(needs.latency),
     )
     # What the evidence needs now; the lookahead adds a speculative part on top which is
     # kept out of the stabilisation window, so pods bought for a trend that faded can go
@@ -183,15 +194,15 @@ def decide(
     need_burst = _replicas_for_rate(level + burst, caps, pools) if burst > 0 else 0
     signals.update(burstHeadroom=burst, needBurst=float(need_burst))
     # Everything the evidence asks for now, before the bounds: its clamp is the target.
-    wanted = max(need_now, need_queue, need_latency, need_ahead, need_burst)
+    wanted = max(needs.now, needs.queue, needs.latency, needs.ahead, need_burst)
     # Queue and latency needs answer a backlog: once it is drained they are no evidence of
     # demand, so they are not remembered for scale-down (pods bought to drain a burst go
     # as soon as the burst is over instead of a whole window later).
-    remembered = _clamp(config, max(need_now, need_recent, need_burst))
+    remembered = _clamp(config, max(needs.now, need_recent, need_burst))
     if surge <= 0.0 and not bursting:
         # A backlog with no surge of demand behind it says the pods are too few for this
         # traffic (arrivals clumped finer than the rates show): keep them for a window.
-        remembered = max(remembered, _clamp(config, max(need_queue, need_latency)))
+        remembered = max(remembered, _clamp(config, max(needs.queue, needs.latency)))
     raw = _clamp(config, wanted)
     # Keep a full window of recommendations; judge scale-down over the window that fits
     # how fast a wrong cut can be undone (warm promotion or cold start).
@@ -212,14 +223,11 @@ def decide(
     signals["stabilised"] = float(stabilised)
 
     why = _explain_target(
-        config=config,
-        demand=demand,
-        reference=reference,
+        config,
+        demand,
+        reference,
+        needs,
         rate_now=rate_now,
-        need_now=need_now,
-        need_ahead=need_ahead,
-        need_queue=need_queue,
-        need_latency=need_latency,
         pressure=pressure,
         horizon=horizon,
         panicking=panicking,
@@ -653,15 +661,12 @@ def _hold(
 
 
 def _explain_target(
-    *,
     config: PolicyConfig,
     demand: _Demand,
     reference: CapacityEstimate,
+    needs: _Needs,
+    *,
     rate_now: float,
-    need_now: int,
-    need_ahead: int,
-    need_queue: int,
-    need_latency: int,
     pressure: float,
     horizon: float,
     panicking: bool,
@@ -673,23 +678,23 @@ def _explain_target(
     if config.target_queue_depth is not None:
         return (
             f"queue depth target {config.target_queue_depth}/pod (spec override) "
-            f"needs {need_now} replicas"
+            f"needs {needs.now} replicas"
         )
     parts = [
         f"demand {rate_now:.1f} req/s "
-        f"({'panic' if panicking else 'stable'} window) needs {need_now} replicas at "
+        f"({'panic' if panicking else 'stable'} window) needs {needs.now} replicas at "
         f"{reference.rate:.1f} req/s each within {slo} (batch {reference.batch_items:.1f} "
         f"items, queue budget {reference.queue_budget * 1000:.0f}ms)"
     ]
     if bursting:
         parts.append(f"panic: short-window demand {demand.panic:.1f} req/s exceeds ready capacity")
-    if need_ahead > need_now:
+    if needs.ahead > needs.now:
         parts.append(
             f"lookahead: +{demand.slope:.2f} req/s per s over {horizon:.0f}s start-up "
-            f"needs {need_ahead}"
+            f"needs {needs.ahead}"
         )
-    if need_queue > max(need_now, need_ahead):
-        parts.append(f"queue depth needs {need_queue} to drain within budget")
-    if need_latency > 0:
-        parts.append(f"measured latency at {pressure:.2f}x its budget needs {need_latency}")
+    if needs.queue > max(needs.now, needs.ahead):
+        parts.append(f"queue depth needs {needs.queue} to drain within budget")
+    if needs.latency > 0:
+        parts.append(f"measured latency at {pressure:.2f}x its budget needs {needs.latency}")
     return "; ".join(parts)
