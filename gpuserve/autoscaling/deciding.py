@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from gpuserve.autoscaling.allocating import allocate, free_room
 from gpuserve.autoscaling.capacity import CapacityEstimate, replica_capacity
 from gpuserve.autoscaling.config import PolicyConfig
-from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory
+from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory, added_up
 from gpuserve.autoscaling.metrics import MetricHistory, MetricSample, latest_of, mean_of
 from gpuserve.autoscaling.pools import PoolState
 
@@ -607,12 +607,12 @@ def _finish(
 ) -> Decision:
     committed = pools.committed
     actions, unplaced = allocate(pools, target)
-    desired = committed + sum(a.delta for a in actions)
+    total = added_up(actions)
+    desired = committed + total.delta
     if unplaced:
         reason += f"; {unplaced} pods could not be placed (no free capacity in any class)"
-    promoted = sum(a.promote_warm for a in actions)
-    if promoted:
-        reason += f"; promoting {promoted} warm pods first"
+    if total.promote_warm:
+        reason += f"; promoting {total.promote_warm} warm pods first"
     signals["desired"] = float(desired)
     return Decision(
         mode=mode,
@@ -648,7 +648,7 @@ def _hold(
     actions, unplaced = allocate(pools, target)
     if unplaced:
         reason += f"; {unplaced} pods could not be placed"
-    desired = committed + sum(a.delta for a in actions)
+    desired = committed + added_up(actions).delta
     return Decision(
         mode="hold",
         current_replicas=committed,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -25,6 +26,16 @@ class ClassAction:
     @property
     def delta(self) -> int:
         return self.promote_warm + self.start - self.remove
+
+
+def added_up(actions: Sequence[ClassAction]) -> ClassAction:
+    """The actions of every class as one: what a decision does to the service as a whole."""
+    return ClassAction(
+        "all",
+        promote_warm=sum(a.promote_warm for a in actions),
+        start=sum(a.start for a in actions),
+        remove=sum(a.remove for a in actions),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,13 +121,17 @@ class Decision:
         return self.desired_replicas - self.current_replicas
 
     @property
+    def total(self) -> ClassAction:
+        return added_up(self.actions)
+
+    @property
     def promoted(self) -> int:
-        return sum(a.promote_warm for a in self.actions)
+        return self.total.promote_warm
 
     @property
     def started(self) -> int:
-        return sum(a.start for a in self.actions)
+        return self.total.start
 
     @property
     def removed(self) -> int:
-        return sum(a.remove for a in self.actions)
+        return self.total.remove
