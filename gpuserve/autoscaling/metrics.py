@@ -66,19 +66,20 @@ class MetricSample:
         done = self.get("success_rate")
         return None if done is None else max(0.0, done)
 
+    def ratio(self, numerator: SignalName, denominator: SignalName) -> float | None:
+        """One signal over another; None when either is missing or the denominator is 0."""
+        top, bottom = self.get(numerator), self.get(denominator)
+        if top is None or bottom is None or bottom <= 0.0:
+            return None
+        return top / bottom
+
     @property
     def avg_batch_size(self) -> float | None:
-        items, execs = self.get("item_rate"), self.get("exec_rate")
-        if items is None or execs is None or execs <= 0.0:
-            return None
-        return items / execs
+        return self.ratio("item_rate", "exec_rate")
 
     @property
     def items_per_request(self) -> float | None:
-        items, done = self.get("item_rate"), self.get("success_rate")
-        if items is None or done is None or done <= 0.0:
-            return None
-        return items / done
+        return self.ratio("item_rate", "success_rate")
 
 
 @dataclass(frozen=True, slots=True)
