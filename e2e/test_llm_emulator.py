@@ -148,3 +148,17 @@ def test_a_repeated_prefix_has_a_lower_ttft_and_counts_as_hits(triton: TritonSer
     assert other.ttft_s > warm.ttft_s * 2, "a different first block shares nothing"
     assert growth(triton, vllm.PREFIX_CACHE_QUERIES.name, queried, 3 * prompt) == 3 * prompt
     assert growth(triton, vllm.PREFIX_CACHE_HITS.name, hits, 63 * 16) == 63 * 16
+
+
+def test_a_cancelled_stream_leaves_the_engine(triton: TritonServer) -> None:
+    # 1000 tokens take 10 s or more; the client gives up after 0.5 s and cancels its stream.
+    with pytest.raises(TimeoutError):
+        stream_llm(triton.grpc_url, MODEL, [LLMRequest(64, 1000)], timeout_s=0.5)
+
+    def engine_empty() -> bool:
+        text = triton.metrics_text()
+        return model_value(text, vllm.NUM_REQUESTS_RUNNING.name, MODEL) == 0.0 and (
+            model_value(text, vllm.KV_CACHE_USAGE.name, MODEL) == 0.0
+        )
+
+    assert wait_until(engine_empty, timeout=3.0), "the cancelled request kept its sequence"
