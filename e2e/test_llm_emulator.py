@@ -7,15 +7,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
 from e2e.models import resolve_demo_uri
-from e2e.triton import TritonServer, triton_available, write_model
+from e2e.triton import TritonServer, emulate_on_python_backend, triton_available, write_model
 from e2e.triton.metrics import model_value, samples
+from e2e.triton.pbtxt import top_level_name
 from e2e.triton.process import wait_until
 from e2e.triton.requests import LLMRequest, stream_llm
+from gpuserve.api.models import InferenceServiceSpec
 from gpuserve.llm import metrics as vllm
+from gpuserve.triton.modelconfig import render_model_files
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 MODEL = "llm"
 EMULATOR = "demo://llm_emulator"
@@ -57,15 +63,21 @@ def triton(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
         assert server.errors() == []
 
 
-def counter(triton: TritonServer, name: str) -> float:
-    return model_value(triton.metrics_text(), name, MODEL)
+def counter(triton: TritonServer, name: str, model: str = MODEL) -> float:
+    return model_value(triton.metrics_text(), name, model)
 
 
-def growth(triton: TritonServer, name: str, before: float, expected: float) -> float:
+def growth(
+    triton: TritonServer, name: str, before: float, expected: float, model: str = MODEL
+) -> float:
     """How much a counter grew, once it reached ``expected`` or 5 s passed: the model
     records its metrics just after it sends the tokens."""
-    wait_until(lambda: counter(triton, name) - before >= expected, timeout=5.0, interval=0.05)
-    return counter(triton, name) - before
+
+    def grown() -> float:
+        return counter(triton, name, model) - before
+
+    wait_until(lambda: grown() >= expected, timeout=5.0, interval=0.05)
+    return grown()
 
 
 def test_catalogue_entry_matches_the_reference_config() -> None:
@@ -162,3 +174,18 @@ def test_a_cancelled_stream_leaves_the_engine(triton: TritonServer) -> None:
         )
 
     assert wait_until(engine_empty, timeout=3.0), "the cancelled request kept its sequence"
+
+
+def test_the_operators_vllm_config_streams_through_the_emulator(tmp_path: Path) -> None:
+    """gpuserve's rendering of the vLLM example (backend vllm, decoupled, custom metrics
+    on, tensors left to the backend) served with the emulator standing in for vLLM."""
+    spec = yaml.safe_load((REPO_ROOT / "examples" / "llama-vllm.yaml").read_text())["spec"]
+    rendered = render_model_files(InferenceServiceSpec.model_validate(spec))["config.pbtxt"]
+    config, changes = emulate_on_python_backend(rendered, resolve_demo_uri(EMULATOR))
+    assert any("inputs and outputs of demo://llm_emulator declared" in c for c in changes)
+    name = top_level_name(config) or ""
+    write_model(tmp_path, name, config, source=EMULATOR)
+    with TritonServer(tmp_path) as server:
+        run = stream_llm(server.grpc_url, name, [LLMRequest(100, 5)])
+        assert run.errors == [] and run.responses[0].texts == [f"t{i}" for i in range(5)]
+        assert growth(server, vllm.GENERATION_TOKENS.name, 0.0, 5, model=name) == 5

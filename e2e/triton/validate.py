@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from e2e.models.catalog import CatalogModel
 from e2e.startstop import StartStop
 from e2e.triton.pbtxt import top_level_name
 from e2e.triton.repository import write_model
@@ -76,14 +77,41 @@ def instance_groups_on_cpu(config: Any) -> list[str]:
     return changes
 
 
-def emulate_on_python_backend(config_pbtxt: str) -> tuple[str, list[str]]:
+def _declare_io(config: Any, stand_in: CatalogModel) -> list[str]:
+    """Declares the stand-in's inputs and outputs in a config that leaves them to its
+    backend's auto-completion (as a rendered vLLM config does)."""
+    from tritonclient.grpc import model_config_pb2
+
+    if config.input or config.output:
+        return []
+    for tensor in stand_in.inputs:
+        config.input.add(
+            name=tensor.name,
+            data_type=model_config_pb2.DataType.Value(tensor.data_type),
+            dims=list(tensor.dims),
+            optional=tensor.optional,
+        )
+    for tensor in stand_in.outputs:
+        config.output.add(
+            name=tensor.name,
+            data_type=model_config_pb2.DataType.Value(tensor.data_type),
+            dims=list(tensor.dims),
+        )
+    return [f"inputs and outputs of {stand_in.uri} declared (the backend would complete them)"]
+
+
+def emulate_on_python_backend(
+    config_pbtxt: str, stand_in: CatalogModel | None = None
+) -> tuple[str, list[str]]:
     """Rewrites a config so this CPU-only Triton (Python backend only) can load it.
 
-    The backend/platform becomes ``python`` (served by the catalogue sleeper), ``KIND_GPU``
-    instance groups become ``KIND_CPU`` without ``gpus``, and file-name fields the Python backend
-    would follow are dropped. Scheduler, batching, I/O and policy fields are kept as written, so
-    they are still checked. A config protobuf cannot parse is returned unchanged (Triton then
-    reports the parse error itself). Returns (config text, list of changes).
+    The backend/platform becomes ``python`` (served by the catalogue sleeper, or the
+    catalogue model ``stand_in``), ``KIND_GPU`` instance groups become ``KIND_CPU`` without
+    ``gpus``, and file-name fields the Python backend would follow are dropped. A config that
+    declares no inputs or outputs gets those of ``stand_in``. Scheduler, batching, I/O and
+    policy fields are kept as written, so they are still checked. A config protobuf cannot
+    parse is returned unchanged (Triton then reports the parse error itself). Returns
+    (config text, list of changes).
     """
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2
@@ -102,6 +130,8 @@ def emulate_on_python_backend(config_pbtxt: str) -> tuple[str, list[str]]:
             changes.append(f"backend {config.backend!r} -> 'python'")
         config.backend = "python"
     changes += instance_groups_on_cpu(config)
+    if stand_in is not None:
+        changes += _declare_io(config, stand_in)
     for name in ("default_model_filename", "cc_model_filenames", "optimization"):
         if config.HasField(name) if name == "optimization" else bool(getattr(config, name)):
             changes.append(f"{name} dropped")
