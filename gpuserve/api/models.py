@@ -129,6 +129,12 @@ def precision_rules() -> list[JsonDict]:
 # A duration such as 100ms or 1m30s: the format the fields below share.
 Duration = Annotated[str, Field(pattern=DURATION_PATTERN, max_length=32)]
 
+# Counts several fields share, bounded once: GPUs in one pod (one node holds at most 8),
+# a Triton request priority (1 is the highest) and a batch (items or sequences).
+GpuCount = Annotated[int, Field(ge=1, le=8)]
+PriorityLevel = Annotated[int, Field(ge=1, le=16)]
+BatchSize = Annotated[int, Field(ge=1, le=4096)]
+
 # Minimum CUDA compute capability for the precisions that need tensor-core support.
 MIN_COMPUTE_CAPABILITY: dict[str, float] = {"bf16": 8.0, "fp8": 8.9}
 
@@ -144,6 +150,12 @@ def _nested(model: type[BaseModel], description: str) -> Any:
     return Field(
         default_factory=model, description=description, json_schema_extra=_default_of(model)
     )
+
+
+def _optional(description: str, alias: str | None = None) -> Any:
+    """A field that may be left out: unset (None) by default. Its constraints live in its
+    type (``Annotated[..., Field(...)] | None``), so they bind the value when it is set."""
+    return Field(default=None, description=description, alias=alias)
 
 
 def _cel(rule: str, message: str, field_path: str | None = None) -> JsonDict:
@@ -253,13 +265,11 @@ class ModelSpec(_Model):
         "tensorrt -> tensorrt_plan, pytorch -> libtorch, tensorflow -> savedmodel, "
         "python -> python backend)."
     )
-    version: int | None = Field(
-        default=None,
-        description="Serve exactly this model version; when unset, the latest version.",
-        ge=1,
+    version: Annotated[int, Field(ge=1)] | None = _optional(
+        "Serve exactly this model version; when unset, the latest version."
     )
-    storage_secret_ref: SecretRef | None = Field(
-        default=None, description="Credentials for the storage location, by reference."
+    storage_secret_ref: SecretRef | None = _optional(
+        "Credentials for the storage location, by reference."
     )
     inputs: list[TensorSpec] = Field(
         default_factory=list,
@@ -295,10 +305,9 @@ class QueuePolicy(_Model):
         ge=0,
         le=1_000_000,
     )
-    timeout: Duration | None = Field(
-        default=None,
-        description="How long a request may wait in the queue before timeoutAction "
-        "applies, as a duration (e.g. 100ms). Unset means no timeout.",
+    timeout: Duration | None = _optional(
+        "How long a request may wait in the queue before timeoutAction applies, as a "
+        "duration (e.g. 100ms). Unset means no timeout."
     )
     timeout_action: Literal["Reject", "Delay"] = Field(
         default="Reject",
@@ -345,7 +354,7 @@ class BatchingSpec(_Model):
         ge=0,
         le=4096,
     )
-    preferred_batch_sizes: list[Annotated[int, Field(ge=1, le=4096)]] = Field(
+    preferred_batch_sizes: list[BatchSize] = Field(
         default_factory=list,
         description="Batch sizes the dynamic batcher tries to form first; each <= "
         "maxBatchSize. Empty (the default): Triton forms the largest batch it can, up to "
@@ -363,16 +372,11 @@ class BatchingSpec(_Model):
         ge=0,
         le=16,
     )
-    default_priority_level: int | None = Field(
-        default=None,
-        description="Priority of requests that do not say; defaults from the tier "
-        "(interactive: 1, batch: the lowest level).",
-        ge=1,
-        le=16,
+    default_priority_level: PriorityLevel | None = _optional(
+        "Priority of requests that do not say; defaults from the tier (interactive: 1, "
+        "batch: the lowest level)."
     )
-    queue_policy: QueuePolicy | None = Field(
-        default=None, description="Bounds and timeouts of the request queue."
-    )
+    queue_policy: QueuePolicy | None = _optional("Bounds and timeouts of the request queue.")
 
     @model_validator(mode="after")
     def _cross_checks(self) -> BatchingSpec:
@@ -397,16 +401,14 @@ class SLOSpec(_Model):
         description="Share of requests, in percent, that must meet latency (and ttft and "
         "tpot where set).",
     )
-    ttft: Duration | None = Field(
-        default=None,
-        description="Time-to-first-token objective of a streamed LLM request (e.g. 500ms): "
-        "from arrival to the first output token. vllm and tensorrtllm formats only.",
+    ttft: Duration | None = _optional(
+        "Time-to-first-token objective of a streamed LLM request (e.g. 500ms): from "
+        "arrival to the first output token. vllm and tensorrtllm formats only."
     )
-    tpot: Duration | None = Field(
-        default=None,
-        description="Time-per-output-token objective of a streamed LLM request (e.g. 50ms): "
+    tpot: Duration | None = _optional(
+        "Time-per-output-token objective of a streamed LLM request (e.g. 50ms): "
         "the mean gap between output tokens after the first. vllm and tensorrtllm formats "
-        "only.",
+        "only."
     )
 
     @property
@@ -422,11 +424,8 @@ class AcceleratorsSpec(_Model):
         max_length=8,
         json_schema_extra={"x-kubernetes-list-type": "set"},
     )
-    gpus_per_pod: int = Field(
-        default=1,
-        description="GPUs (or MIG slices) per pod. MIG classes allow exactly 1.",
-        ge=1,
-        le=8,
+    gpus_per_pod: GpuCount = Field(
+        default=1, description="GPUs (or MIG slices) per pod. MIG classes allow exactly 1."
     )
 
     @field_validator("classes")
@@ -440,6 +439,11 @@ class AcceleratorsSpec(_Model):
 # --------------------------------------------------------------------------- LLM engine
 
 PARAMETER_COUNT_PATTERN = r"^[0-9]+(\.[0-9]+)?[MBT]$"
+ParameterCount = Annotated[str, Field(pattern=PARAMETER_COUNT_PATTERN, max_length=16)]
+ByteQuantity = Annotated[
+    str, Field(pattern=r"^[0-9]+(\.[0-9]+)?(k|M|G|T|Ki|Mi|Gi|Ti)?$", max_length=32)
+]
+
 MODEL_SIZE_MESSAGE = (
     "llm.parameters: give exactly one of parameters and weightBytes (the model's size, for "
     "the GPU memory check)"
@@ -468,12 +472,10 @@ class LLMSpec(_Model):
         ge=16,
         le=1_048_576,
     )
-    max_running_sequences: int = Field(
+    max_running_sequences: BatchSize = Field(
         default=256,
         description="Sequences the engine batches at once; vLLM's max_num_seqs, Triton's "
         "max_batch_size for TensorRT-LLM (at most the engine's build-time max_batch_size).",
-        ge=1,
-        le=4096,
     )
     kv_cache_memory_fraction: float = Field(
         default=0.9,
@@ -501,33 +503,21 @@ class LLMSpec(_Model):
         "precision), fp8 (8-bit floating point, compute capability >= 8.9), int4-awq or "
         "int4-gptq (4-bit weight-only).",
     )
-    tensor_parallel_size: int = Field(
+    tensor_parallel_size: GpuCount = Field(
         default=1,
-        description="GPUs one engine splits the model over; must equal "
-        "accelerators.gpusPerPod.",
-        ge=1,
-        le=8,
+        description="GPUs one engine splits the model over; must equal accelerators.gpusPerPod.",
     )
-    parameters: str | None = Field(
-        default=None,
-        description="The model's parameter count, e.g. 8B, 70B, 1.5B or 350M; with "
-        "quantization and precision it gives the size of the weights.",
-        pattern=PARAMETER_COUNT_PATTERN,
-        max_length=16,
+    parameters: ParameterCount | None = _optional(
+        "The model's parameter count, e.g. 8B, 70B, 1.5B or 350M; with quantization and "
+        "precision it gives the size of the weights."
     )
-    weight_bytes: str | None = Field(
-        default=None,
-        description="Size of the weights as a quantity (e.g. 16Gi), instead of parameters.",
-        pattern=r"^[0-9]+(\.[0-9]+)?(k|M|G|T|Ki|Mi|Gi|Ti)?$",
-        max_length=32,
+    weight_bytes: ByteQuantity | None = _optional(
+        "Size of the weights as a quantity (e.g. 16Gi), instead of parameters."
     )
-    kv_cache_bytes_per_token: int | None = Field(
-        default=None,
-        description="KV cache bytes of one token over all layers at 16 bits (2 x layers x "
-        "KV heads x head size x 2; 131072 for Llama 3 8B). Unset: the memory check counts "
-        "the weights only.",
-        ge=1,
-        le=1 << 30,
+    kv_cache_bytes_per_token: Annotated[int, Field(ge=1, le=1 << 30)] | None = _optional(
+        "KV cache bytes of one token over all layers at 16 bits (2 x layers x KV heads x "
+        "head size x 2; 131072 for Llama 3 8B). Unset: the memory check counts the weights "
+        "only."
     )
 
     @model_validator(mode="after")
@@ -580,20 +570,14 @@ class ScalingSpec(_Model):
         default="active",
         description="advisory: compute and report decisions in status without acting.",
     )
-    target_queue_depth: int | None = Field(
-        default=None,
-        description="Explicit target of pending requests per serving pod; overrides the "
-        "target derived from the SLO.",
-        ge=1,
-        le=100_000,
+    target_queue_depth: Annotated[int, Field(ge=1, le=100_000)] | None = _optional(
+        "Explicit target of pending requests per serving pod; overrides the target "
+        "derived from the SLO."
     )
-    planning_percentile: float | None = Field(
-        default=None,
-        description="Percentile of the queue backlog each pod's capacity is planned for. "
-        "Higher buys headroom: fewer requests over the objective, more GPUs. Default: "
-        "100 - (100 - slo.percentile) / 5 (99 for a p95 objective).",
-        ge=50,
-        lt=100,
+    planning_percentile: Annotated[float, Field(ge=50, lt=100)] | None = _optional(
+        "Percentile of the queue backlog each pod's capacity is planned for. Higher buys "
+        "headroom: fewer requests over the objective, more GPUs. Default: "
+        "100 - (100 - slo.percentile) / 5 (99 for a p95 objective)."
     )
     scale_down_stabilization: Duration = Field(
         default="120s",
@@ -623,15 +607,13 @@ class ScalingSpec(_Model):
 
 
 class Toleration(_Model):
-    key: str | None = Field(default=None, description="Taint key to tolerate.", max_length=316)
+    key: Annotated[str, Field(max_length=316)] | None = _optional("Taint key to tolerate.")
     operator: Literal["Exists", "Equal"] = Field(default="Equal", description="Exists or Equal.")
-    value: str | None = Field(default=None, description="Taint value for Equal.", max_length=63)
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
-        default=None, description="Taint effect to match; empty matches all."
+    value: Annotated[str, Field(max_length=63)] | None = _optional("Taint value for Equal.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = _optional(
+        "Taint effect to match; empty matches all."
     )
-    toleration_seconds: int | None = Field(
-        default=None, description="For NoExecute: how long the pod stays bound."
-    )
+    toleration_seconds: int | None = _optional("For NoExecute: how long the pod stays bound.")
 
 
 class LocalObjectReference(_Model):
@@ -647,8 +629,8 @@ class PodOverrides(_Model):
     node_selector: dict[str, str] = Field(
         default_factory=dict, description="Extra node labels the pods require."
     )
-    service_account_name: str | None = Field(
-        default=None, description="ServiceAccount of the Triton pods.", max_length=253
+    service_account_name: Annotated[str, Field(max_length=253)] | None = _optional(
+        "ServiceAccount of the Triton pods."
     )
     image_pull_secrets: list[LocalObjectReference] = Field(
         default_factory=list, description="Secrets for pulling the Triton image.", max_length=8
@@ -697,13 +679,10 @@ def default_triton_image(model_format: str) -> str:
 
 
 class TritonSpec(_Model):
-    image: str | None = Field(
-        default=None,
-        description="Triton Inference Server image. Unset: the default image of the model's "
-        "backend, "
+    image: Annotated[str, Field(max_length=512)] | None = _optional(
+        "Triton Inference Server image. Unset: the default image of the model's backend, "
         + "; ".join(f"{kind}: {image}" for kind, image in DEFAULT_TRITON_IMAGES.items())
-        + ".",
-        max_length=512,
+        + "."
     )
     args: list[str] = Field(
         default_factory=list,
@@ -894,10 +873,9 @@ class InferenceServiceSpec(_Model):
     slo: SLOSpec = Field(description="The latency objective the autoscaler keeps.")
     accelerators: AcceleratorsSpec = Field(description="Which GPU kinds may serve.")
     scaling: ScalingSpec = _nested(ScalingSpec, "Replica bounds, warm pool and autoscaler.")
-    llm: LLMSpec | None = Field(
-        default=None,
-        description="The LLM engine's settings and the model's size; required for, and "
-        "only allowed with, the vllm and tensorrtllm formats.",
+    llm: LLMSpec | None = _optional(
+        "The LLM engine's settings and the model's size; required for, and only allowed "
+        "with, the vllm and tensorrtllm formats."
     )
     tier: Tier = Field(
         default="interactive",
@@ -943,12 +921,16 @@ class ObjectMeta(BaseModel):
     labels: dict[str, str] = Field(default_factory=dict)
 
 
-class InferenceService(BaseModel):
-    """An InferenceService as the operator sees it (status is read separately)."""
+class _Object(BaseModel):
+    """A whole object of one of the two kinds as the operator sees it: status is read
+    separately, other top-level fields are ignored."""
 
     model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
 
     api_version: Literal["gpuserve.io/v1alpha1"] = Field(default=API_VERSION, alias="apiVersion")
+
+
+class InferenceService(_Object):
     kind: Literal["InferenceService"] = "InferenceService"
     metadata: ObjectMeta
     spec: InferenceServiceSpec
@@ -962,6 +944,10 @@ class InferenceService(BaseModel):
 
 
 # --------------------------------------------------------------------------- AcceleratorClass
+
+
+# An extended resource name as the device plugin advertises it (nvidia.com/gpu).
+ExtendedResource = Annotated[str, Field(pattern=r"^[a-z0-9.-]+/[a-z0-9A-Z.+-]+$", max_length=128)]
 
 
 class MigSpec(_Model):
@@ -1001,13 +987,10 @@ class AcceleratorClassSpec(_Model):
         pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
         max_length=63,
     )
-    mig: MigSpec | None = Field(default=None, description="Serve from MIG slices.")
-    resource_name: str | None = Field(
-        default=None,
-        description="Extended resource to request; derived from mig when unset "
-        "(nvidia.com/gpu or nvidia.com/mig-<profile>).",
-        pattern=r"^[a-z0-9.-]+/[a-z0-9A-Z.+-]+$",
-        max_length=128,
+    mig: MigSpec | None = _optional("Serve from MIG slices.")
+    resource_name: ExtendedResource | None = _optional(
+        "Extended resource to request; derived from mig when unset (nvidia.com/gpu or "
+        "nvidia.com/mig-<profile>)."
     )
     node_labels: dict[str, str] = Field(
         default_factory=dict, description="Extra node labels to require (e.g. a zone)."
@@ -1019,8 +1002,8 @@ class AcceleratorClassSpec(_Model):
         pattern=r"^[0-9]+\.[0-9]+$",
         max_length=8,
     )
-    memory_gib: int | None = Field(
-        default=None, alias="memoryGiB", description="GPU (or slice) memory in GiB.", ge=1, le=1024
+    memory_gib: Annotated[int, Field(ge=1, le=1024)] | None = _optional(
+        "GPU (or slice) memory in GiB.", alias="memoryGiB"
     )
     relative_speed: float = Field(
         default=1.0,
@@ -1072,10 +1055,7 @@ class ClusterObjectMeta(BaseModel):
     generation: int | None = None
 
 
-class AcceleratorClass(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
-
-    api_version: Literal["gpuserve.io/v1alpha1"] = Field(default=API_VERSION, alias="apiVersion")
+class AcceleratorClass(_Object):
     kind: Literal["AcceleratorClass"] = "AcceleratorClass"
     metadata: ClusterObjectMeta
     spec: AcceleratorClassSpec
