@@ -22,7 +22,6 @@ EXEC = 0.010  # per execution
 ITEM = 0.001  # per item
 
 
-
 def cfg(**batcher: object) -> SimConfig:
     return SimConfig(
         batcher=replace(BatcherConfig(max_batch_size=8), **batcher),  # type: ignore[arg-type]
@@ -30,6 +29,11 @@ def cfg(**batcher: object) -> SimConfig:
         classes=(AcceleratorPool("a"),),
         slo_latency=1.0,
     )
+
+
+def one_at_a_time(**batcher: object) -> SimConfig:
+    """One request per execution, none held back: each waits only for the one ahead."""
+    return cfg(max_queue_delay=0.0, max_batch_size=1, **batcher)
 
 
 def run(
@@ -116,11 +120,7 @@ def test_full_queue_rejects_new_requests() -> None:
 
 
 def test_timeout_reject_fails_requests_that_wait_too_long() -> None:
-    config = cfg(
-        max_queue_delay=0.0,
-        max_batch_size=1,
-        default_policy=QueuePolicy(timeout=0.015, action="reject"),
-    )
+    config = one_at_a_time(default_policy=QueuePolicy(timeout=0.015, action="reject"))
     result = run(config, [0.0, 0.0001, 0.0002])
     # Each execution takes 11 ms: the second starts at 11 ms (in time), the third would
     # start at 22 ms, after its 15 ms timeout.
@@ -129,11 +129,7 @@ def test_timeout_reject_fails_requests_that_wait_too_long() -> None:
 
 
 def test_timeout_delay_moves_requests_behind_fresh_ones() -> None:
-    config = cfg(
-        max_queue_delay=0.0,
-        max_batch_size=1,
-        default_policy=QueuePolicy(timeout=0.005, action="delay"),
-    )
+    config = one_at_a_time(default_policy=QueuePolicy(timeout=0.005, action="delay"))
     # r1 times out while r0 runs; r2 arrives after the timeout and overtakes it.
     result = run(config, [0.0, 0.001, 0.0065])
     done = [a + lat for a, lat in zip(result.arrivals, result.latencies, strict=True)]
@@ -142,7 +138,7 @@ def test_timeout_delay_moves_requests_behind_fresh_ones() -> None:
 
 
 def test_priority_level_one_is_served_first() -> None:
-    config = cfg(max_queue_delay=0.0, max_batch_size=1, priority_levels=2, default_priority=2)
+    config = one_at_a_time(priority_levels=2, default_priority=2)
     result = run(config, [0.0, 0.001, 0.002], priorities=[2, 2, 1])
     done = [a + lat for a, lat in zip(result.arrivals, result.latencies, strict=True)]
     assert done[2] < done[1]

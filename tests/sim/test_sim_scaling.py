@@ -25,6 +25,11 @@ PROFILE = ServiceProfile(
 )
 
 
+def policy(**kw: object) -> PolicyConfig:
+    base = PolicyConfig(profile=PROFILE, slo_latency=2.0, min_replicas=1, max_replicas=20)
+    return replace(base, **kw)  # type: ignore[arg-type]
+
+
 def config(**kw: object) -> SimConfig:
     base = SimConfig(
         batcher=BatcherConfig(max_batch_size=8, max_queue_delay=0.02),
@@ -124,8 +129,7 @@ def test_metrics_show_the_offered_rate_and_nan_queue_time_when_idle() -> None:
 
 
 def test_scrape_outage_makes_the_policy_hold() -> None:
-    policy = PolicyConfig(profile=PROFILE, slo_latency=2.0, min_replicas=1, max_replicas=10)
-    scaler = GpuserveScaler(config=policy, keep_decisions=True)
+    scaler = GpuserveScaler(config=policy(max_replicas=10), keep_decisions=True)
     simulate(
         config=config(initial_replicas=6, scrape_outages=((100.0, 200.0),)),
         workload=poisson_workload(rate=1.0, duration=240, seed=5),
@@ -138,17 +142,11 @@ def test_scrape_outage_makes_the_policy_hold() -> None:
 
 def test_gpuserve_policy_follows_a_step_in_load() -> None:
     # Without burst memory: the step's pods go once the load is back down.
-    policy = PolicyConfig(
-        profile=PROFILE,
-        slo_latency=2.0,
-        min_replicas=1,
-        max_replicas=20,
-        cold_start=30.0,
-        burst_memory=0.0,
-    )
     workload = rate_profile_workload(rates=[(120.0, 5.0), (240.0, 25.0), (240.0, 5.0)], seed=4)
     result = simulate(
-        config=config(initial_replicas=2), workload=workload, scaler=GpuserveScaler(config=policy)
+        config=config(initial_replicas=2),
+        workload=workload,
+        scaler=GpuserveScaler(config=policy(cold_start=30.0, burst_memory=0.0)),
     )
     at = {round(p.at): p for p in result.timeline}
     assert at[100].committed <= 2
@@ -240,18 +238,10 @@ def test_burst_memory_keeps_headroom_for_the_next_burst() -> None:
     second = (520.0, 580.0)
 
     def run(memory: float) -> tuple[float, float]:  # attainment in the second burst, GPU-h
-        policy = PolicyConfig(
-            profile=PROFILE,
-            slo_latency=2.0,
-            min_replicas=1,
-            max_replicas=20,
-            cold_start=45.0,
-            burst_memory=memory,
-        )
         result = simulate(
             config=config(initial_replicas=1),
             workload=workload,
-            scaler=GpuserveScaler(config=policy),
+            scaler=GpuserveScaler(config=policy(cold_start=45.0, burst_memory=memory)),
         )
         return result.attainment(*second), result.gpu_hours
 
