@@ -48,9 +48,16 @@ from kubernetes.client.exceptions import ApiException  # noqa: E402
 from e2e.cluster import lifecycle, procs, settings  # noqa: E402
 from e2e.cluster.testkit import ClusterHandle, tolerating, wait_for  # noqa: E402
 from e2e.invalid_cases import valid_service  # noqa: E402
+from e2e.memlimit import MemoryCgroup, parse_bytes  # noqa: E402
+from e2e.memprofile import high_water_mark, memray_launcher, print_high_water_mark  # noqa: E402
 from e2e.operatorkit import OperatorProcess, install_classes, install_crds  # noqa: E402
 from gpuserve.api.models import GROUP, VERSION  # noqa: E402
-from gpuserve.resources.naming import SERVICES_PLURAL  # noqa: E402
+from gpuserve.resources.naming import (  # noqa: E402
+    LABEL_CLASS,
+    LABEL_POOL,
+    LABEL_SERVICE,
+    SERVICES_PLURAL,
+)
 
 NS_PREFIX = "gs-scale-"
 RECONCILE_TIMEOUT_S = 900.0
@@ -100,63 +107,6 @@ class RssSampler(threading.Thread):
                 self.last_kib = kib
                 self.peak_kib = max(self.peak_kib, kib)
             self.stopped.wait(self.every)
-
-
-# Runs the operator's entry point with tracemalloc on; SIGUSR2 writes the top allocation
-# sites to $GS_TRACEMALLOC_OUT. Only for finding where memory goes: it slows the operator.
-TRACEMALLOC_LAUNCHER = """
-import os, runpy, signal, sys, tracemalloc
-tracemalloc.start(8)
-def dump(*_):
-    snap = tracemalloc.take_snapshot().filter_traces(
-        [tracemalloc.Filter(False, tracemalloc.__file__)])
-    target = os.environ["GS_TRACEMALLOC_OUT"]
-    with open(target + ".part", "w") as out:
-        current, peak = tracemalloc.get_traced_memory()
-        out.write(f"traced now {current / 2**20:.1f} MiB, peak {peak / 2**20:.1f} MiB\\n")
-        import collections, gc
-        kinds = collections.Counter(type(o).__name__ for o in gc.get_objects())
-        out.write(f"gc objects by type: {kinds.most_common(12)}\\n")
-        for stat in snap.statistics("traceback")[:25]:
-            out.write(f"{stat.size / 2**20:8.1f} MiB {stat.count:8d} blocks\\n")
-            for line in stat.traceback.format()[-8:]:
-                out.write(f"      {line}\\n")
-    os.replace(target + ".part", target)  # the reader waits for the whole file
-signal.signal(signal.SIGUSR2, dump)
-sys.argv = ["gpuserve-operator", *sys.argv[1:]]
-runpy.run_module("controllers.entrypoint", run_name="__main__", alter_sys=True)
-"""
-
-
-class TracedOperator(OperatorProcess):
-    """OperatorProcess started through TRACEMALLOC_LAUNCHER."""
-
-    def __init__(self, cluster: ClusterHandle, log_path: Path, out: Path,
-                 env: dict[str, str]) -> None:
-        super().__init__(cluster, log_path, env={**env, "GS_TRACEMALLOC_OUT": str(out)})
-        self.out = out
-
-    def start(self, timeout: float = 60.0) -> OperatorProcess:
-        env = dict(os.environ, KUBECONFIG=str(self.cluster.kubeconfig), PYTHONUNBUFFERED="1",
-                   **self.env)
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", TRACEMALLOC_LAUNCHER, "--liveness",
-                 f"http://127.0.0.1:{self.port}/healthz"],
-                cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True)
-        wait_for(self._live, timeout, "operator liveness endpoint")
-        return self
-
-    def dump(self) -> str:
-        if self.proc is None:
-            return ""
-        self.out.unlink(missing_ok=True)
-        self.proc.send_signal(signal.SIGUSR2)
-        wait_for(lambda: self.out.exists() and self.out.stat().st_size > 0, 900,
-                 "tracemalloc dump")
-        time.sleep(1)
-        return self.out.read_text()
 
 
 class PySpy:
@@ -213,18 +163,51 @@ def reconciled_count(custom: client.CustomObjectsApi) -> tuple[int, int]:
     return done, len(items)
 
 
-def children_count(api: client.ApiClient) -> dict[str, int]:
+def _children(api: client.ApiClient) -> list[Any]:
     selector = "app.kubernetes.io/managed-by=gpuserve"
     core, apps, policy = client.CoreV1Api(api), client.AppsV1Api(api), client.PolicyV1Api(api)
-    return {
-        "ConfigMap": len(core.list_config_map_for_all_namespaces(
-            label_selector=selector).items),
-        "Deployment": len(apps.list_deployment_for_all_namespaces(
-            label_selector=selector).items),
-        "Service": len(core.list_service_for_all_namespaces(label_selector=selector).items),
-        "PodDisruptionBudget": len(policy.list_pod_disruption_budget_for_all_namespaces(
-            label_selector=selector).items),
-    }
+    return [
+        *core.list_config_map_for_all_namespaces(label_selector=selector).items,
+        *apps.list_deployment_for_all_namespaces(label_selector=selector).items,
+        *core.list_service_for_all_namespaces(label_selector=selector).items,
+        *policy.list_pod_disruption_budget_for_all_namespaces(label_selector=selector).items,
+    ]
+
+
+def children_report(api: client.ApiClient,
+                    custom: client.CustomObjectsApi) -> tuple[dict[str, int], list[str]]:
+    """Children per kind, and what is wrong: a child whose owner is gone (orphan), two
+    children in one slot (same service, kind, class and pool: a duplicate), or a service
+    missing a kind."""
+    services = custom.list_cluster_custom_object(
+        GROUP, VERSION, SERVICES_PLURAL, label_selector="gpuserve.io/bench=scale")["items"]
+    uids = {obj["metadata"]["uid"] for obj in services}
+    counts: Counter[str] = Counter()
+    slots: Counter[tuple[str, str, str, str]] = Counter()
+    kinds_of: dict[str, set[str]] = {uid: set() for uid in uids}
+    problems: list[str] = []
+    for child in _children(api):
+        kind = type(child).__name__.removeprefix("V1")
+        meta = child.metadata
+        counts[kind] += 1
+        owners = [ref.uid for ref in meta.owner_references or []]
+        owner = next((uid for uid in owners if uid in uids), None)
+        if owner is None:
+            problems.append(f"orphan {kind} {meta.namespace}/{meta.name}")
+            continue
+        labels = meta.labels or {}
+        slot = (owner, kind, labels.get(LABEL_CLASS, ""), labels.get(LABEL_POOL, ""))
+        slots[slot] += 1
+        if slots[slot] == 2:
+            problems.append(f"duplicate {kind} for {meta.namespace}/{labels.get(LABEL_SERVICE)}")
+        kinds_of[owner].add(kind)
+    wanted = {"ConfigMap", "Deployment", "Service", "PodDisruptionBudget"}
+    for obj in services:
+        missing = wanted - kinds_of[obj["metadata"]["uid"]]
+        if missing:
+            meta = obj["metadata"]
+            problems.append(f"{meta['namespace']}/{meta['name']} lacks {sorted(missing)}")
+    return dict(counts), problems
 
 
 def write_nodepools(path: Path, h100_nodes: int) -> None:
@@ -259,9 +242,14 @@ def run(args: argparse.Namespace) -> int:
 
     log_dir = Path(tempfile.mkdtemp(prefix="gpuserve-scale-"))
     env = dict(item.split("=", 1) for item in args.operator_env)
-    operator: OperatorProcess = (
-        TracedOperator(cluster, log_dir / "operator.log", log_dir / "tracemalloc.txt", env)
-        if args.tracemalloc else OperatorProcess(cluster, log_dir / "operator.log", env=env))
+    limit = MemoryCgroup(f"gpuserve-scale-{os.getpid()}", parse_bytes(args.memory_limit))
+    if args.memory_limit != "0":
+        limit.create()
+    capture = log_dir / "operator.memray"
+    operator = OperatorProcess(
+        cluster, log_dir / "operator.log", env=env,
+        launcher=memray_launcher(capture) if args.memray else (),
+        cgroup=limit if limit.path else None)
     operator.start()
     spy = (PySpy(args.py_spy, operator.proc.pid, log_dir / "py-spy.txt")
            if args.py_spy and operator.proc else None)
@@ -269,6 +257,7 @@ def run(args: argparse.Namespace) -> int:
     sampler.start()
     started_rss = procs.rss_kib(operator.proc.pid) if operator.proc else None
     before = request_counts(cluster)
+    restarts: list[tuple[int, float]] = []  # (reconciled when killed, seconds to converge)
 
     def create(index: int) -> None:
         body = service_body(index, args.pods_every)
@@ -292,24 +281,30 @@ def run(args: argparse.Namespace) -> int:
         created_s = time.monotonic() - t0
         progress: list[tuple[float, int]] = []
         deadline = t0 + RECONCILE_TIMEOUT_S
-        peak_dump = ""
         while True:
             done, total = reconciled_count(custom)
             progress.append((time.monotonic() - t0, done))
-            if (isinstance(operator, TracedOperator) and not peak_dump
-                    and done >= args.tracemalloc_at > 0):
-                peak_dump = operator.dump()
-                print(f"tracemalloc with {done} services reconciled:\n{peak_dump}")
+            if done >= args.kill_at > 0 and not restarts:
+                # A crash in the middle of the burst: nothing is flushed, the new process
+                # lists every object again.
+                operator.kill9()
+                killed_at = time.monotonic()
+                operator.start()
+                restarts.append((done, killed_at - t0))
+                print(f"kill -9 at {done} reconciled ({killed_at - t0:.1f} s); restarted",
+                      flush=True)
             if done == args.services == total:
                 break
             if time.monotonic() > deadline:
                 raise SystemExit(f"only {done}/{args.services} reconciled after "
                                  f"{RECONCILE_TIMEOUT_S:.0f} s; log {operator.log_path}")
             if not operator.alive():
-                raise SystemExit(f"operator exited; log {operator.log_path}")
+                raise SystemExit(f"operator exited (OOM kills in its cgroup: "
+                                 f"{limit.oom_kills() if limit.path else 'no cgroup'}); "
+                                 f"log {operator.log_path}")
             time.sleep(1.0)
         all_ready_s = time.monotonic() - t0
-        children = children_count(api)
+        children, problems = children_report(api, custom)
         children_s = time.monotonic() - t0
         after_reconcile = request_counts(cluster)
         peak_reconcile_kib = sampler.peak_kib
@@ -321,8 +316,6 @@ def run(args: argparse.Namespace) -> int:
         steady_after = request_counts(cluster)
         steady_span = time.monotonic() - steady_start
         cpu_after = _cpu_seconds(operator.proc.pid if operator.proc else None)
-        if isinstance(operator, TracedOperator):
-            print(operator.dump())
         if spy is not None:
             spy.stop()
             print("py-spy, share of samples a frame is on the stack (whole run):")
@@ -331,9 +324,14 @@ def run(args: argparse.Namespace) -> int:
     finally:
         sampler.stopped.set()
         sampler.join(timeout=5)
+        oom_kills = limit.oom_kills() if limit.path else None
+        cgroup_peak = limit.peak_bytes() if limit.path else 0
         if not args.keep:
             cleanup(cluster, operator, namespaces)
         operator.stop()
+        limit.remove()
+    if args.memray:
+        print_high_water_mark(high_water_mark(capture))
 
     reconcile_delta = after_reconcile - before
     steady_delta = steady_after - steady_before
@@ -348,6 +346,9 @@ def run(args: argparse.Namespace) -> int:
         "pods_every": args.pods_every, "create_s": round(created_s, 1),
         "all_reconciled_s": round(all_ready_s, 1), "children": children,
         "children_checked_s": round(children_s, 1),
+        "child_problems": problems[:20], "child_problem_count": len(problems),
+        "restarts": restarts, "memory_limit": args.memory_limit, "oom_kills": oom_kills,
+        "cgroup_peak_mib": round(cgroup_peak / 2**20, 1),
         "rss_start_mib": round((started_rss or 0) / 1024, 1),
         "rss_peak_mib": round(sampler.peak_kib / 1024, 1),
         "rss_peak_reconcile_mib": round(peak_reconcile_kib / 1024, 1),
@@ -405,10 +406,17 @@ def print_table(summary: dict[str, Any], reconcile: Counter[tuple[str, str, str]
     print("|---|---|---|")
     print(f"| creating the services (8 client threads) | {summary['create_s']} s | |")
     print(f"| first create -> all reconciled (Ready, observedGeneration current) | "
-          f"**{summary['all_reconciled_s']} s** | < 60 s |")
+          f"**{summary['all_reconciled_s']} s** | < 30 s at 1,000 |")
     print(f"| children then present | {summary['children']} | {n} of each |")
     print(f"| operator RSS: start / peak / end | {summary['rss_start_mib']} / "
-          f"**{summary['rss_peak_mib']}** / {summary['rss_end_mib']} MiB | peak < 300 MB |")
+          f"**{summary['rss_peak_mib']}** / {summary['rss_end_mib']} MiB | peak < 256 MiB |")
+    print(f"| enforced memory limit (cgroup) / its peak charge / OOM kills | "
+          f"{summary['memory_limit']} / {summary['cgroup_peak_mib']} MiB / "
+          f"**{summary['oom_kills']}** | 0 kills |")
+    for done, at in summary["restarts"]:
+        print(f"| kill -9 and restart | at {at:.1f} s, {done} reconciled | converges |")
+    print(f"| orphaned, duplicated or missing children | **{summary['child_problem_count']}**"
+          f" {summary['child_problems'][:3] or ''} | 0 |")
     print(f"| API requests per service (all clients, until reconciled) | "
           f"{summary['api_requests_per_service']} | |")
     print(f"| operator writes per service (SSA of children, status and pod patches) | "
@@ -435,6 +443,11 @@ def print_table(summary: dict[str, Any], reconcile: Counter[tuple[str, str, str]
           f"{summary['progress']}")
 
 
+def chart_memory_limit() -> str:
+    values = yaml.safe_load((REPO / "charts" / "gpuserve" / "values.yaml").read_text())
+    return str(values["resources"]["limits"]["memory"])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -453,10 +466,14 @@ def main() -> int:
                         "MALLOC_ARENA_MAX=2")
     parser.add_argument("--py-spy", metavar="PATH",
                         help="py-spy binary: sample the operator during the run, print top frames")
-    parser.add_argument("--tracemalloc", action="store_true",
-                        help="run the operator under tracemalloc; print top allocation sites")
-    parser.add_argument("--tracemalloc-at", type=int, default=0, metavar="N",
-                        help="also dump them once N services are reconciled (mid-burst)")
+    parser.add_argument("--memray", action="store_true",
+                        help="run the operator under memray; print where the heap is at its "
+                        "high-water mark")
+    parser.add_argument("--memory-limit", default=chart_memory_limit(), metavar="QUANTITY",
+                        help="hard memory limit of the operator's cgroup (default: the chart's "
+                        "resources.limits.memory, %(default)s; 0: none)")
+    parser.add_argument("--kill-at", type=int, default=0, metavar="N",
+                        help="kill -9 the operator once N services are reconciled, restart it")
     parser.add_argument("--nodepools-out", type=Path,
                         help="write a node-pool file with room for --pods-every and exit")
     parser.add_argument("--h100-nodes", type=int, default=16,

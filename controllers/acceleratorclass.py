@@ -20,7 +20,7 @@ ACCEL = (GROUP, VERSION, CLASSES_PLURAL)
 
 
 @kopf.index(*ACCEL)
-def class_bodies(name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
+async def class_bodies(name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
     return {name: dict(body)}
 
 

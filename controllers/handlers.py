@@ -5,8 +5,17 @@ from controllers import (
     autoscaler,
     indexes,
     inferenceservice,
+    login,
     periodic,
     startup,
 )
 
-__all__ = ["acceleratorclass", "autoscaler", "indexes", "inferenceservice", "periodic", "startup"]
+__all__ = [
+    "acceleratorclass",
+    "autoscaler",
+    "indexes",
+    "inferenceservice",
+    "login",
+    "periodic",
+    "startup",
+]

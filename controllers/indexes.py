@@ -41,7 +41,7 @@ def _int(value: Any) -> int:
 
 
 @kopf.index(GROUP, VERSION, CLASSES_PLURAL)
-def accelerator_classes(
+async def accelerator_classes(
     name: str, spec: kopf.Spec, **_: Any
 ) -> dict[str, AcceleratorClassSpec | str]:
     try:
@@ -51,7 +51,9 @@ def accelerator_classes(
 
 
 @kopf.index("", "v1", "nodes")
-def gpu_nodes(name: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[str, NodeInfo]:
+async def gpu_nodes(
+    name: str, labels: kopf.Labels, body: kopf.Body, **_: Any
+) -> dict[str, NodeInfo]:
     allocatable = body.get("status", {}).get("allocatable", {}) or {}
     gpus = {k: _int(v) for k, v in allocatable.items() if k.startswith(GPU_PREFIX)}
     schedulable = not body.get("spec", {}).get("unschedulable", False)
@@ -89,7 +91,7 @@ def _active(status: kopf.Status) -> bool:
 
 
 @kopf.index("", "v1", "pods")
-def gpu_pods(
+async def gpu_pods(
     namespace: str | None,
     name: str,
     labels: kopf.Labels,
@@ -121,7 +123,7 @@ def _condition(status: kopf.Status, type_: str) -> dict[str, Any] | None:
 
 
 @kopf.index("", "v1", "pods", labels={LABEL_SERVICE: kopf.PRESENT})
-def service_pods(
+async def service_pods(
     namespace: str | None,
     name: str,
     labels: kopf.Labels,

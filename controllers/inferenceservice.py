@@ -3,7 +3,10 @@
 Triggers: the service is created, its spec changes, the operator resumes; one of its pods
 changes (readiness, scheduling, deletion); one of its children drifts; and the
 resync loop of ``controllers.periodic`` that catches anything missed (it writes nothing
-when nothing changed).
+when nothing changed). The handlers only put the service's key on the reconcile queue
+(``controllers.workqueue``); its workers read the latest body and children from the
+indexes. Handlers and indexers are coroutines: they are quick and pure, and kopf's thread
+pool would make each wait behind the others.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ MANAGED = {"app.kubernetes.io/managed-by": "gpuserve"}
 
 
 @kopf.index(*ISVC)
-def services(
+async def services(
     namespace: str | None, name: str, body: kopf.Body, **_: Any
 ) -> dict[tuple[str, str], Any]:
     remember_kopf_context()  # for controllers.periodic's event posting
@@ -53,7 +56,7 @@ def _strip(body: kopf.Body) -> dict[str, Any]:
 @kopf.index("apps", "v1", "deployments", labels=MANAGED, id="child_deployments")
 @kopf.index("", "v1", "services", labels=MANAGED, id="child_services")
 @kopf.index("policy", "v1", "poddisruptionbudgets", labels=MANAGED, id="child_pdbs")
-def child_index(namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Any:
+async def child_index(namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Any:
     service = labels.get(LABEL_SERVICE)
     if not service:
         return None
@@ -90,34 +93,32 @@ def reconcile(body: dict[str, Any], kw: dict[str, Any]) -> None:
     post_events(body, outcome)
 
 
+def reconcile_key(key: tuple[str, str], kw: dict[str, Any]) -> None:
+    """The queue's work: the service as the index holds it now (gone: nothing to do)."""
+    body = next(iter(kw["services"].get(key, [])), None)
+    if body is not None:
+        reconcile(body, kw)
+
+
 @kopf.on.resume(*ISVC)
 @kopf.on.create(*ISVC)
 @kopf.on.update(*ISVC, field="spec")
-def on_service_change(body: kopf.Body, **kw: Any) -> None:
-    reconcile(dict(body), kw)
-
-
-def _owner_body(namespace: str, service: str | None, kw: dict[str, Any]) -> dict[str, Any] | None:
-    if not service:
-        return None
-    store = kw["services"].get((namespace, service), [])
-    return next(iter(store), None)
+async def on_service_change(namespace: str | None, name: str, **kw: Any) -> None:
+    state_of(kw).queue.add((namespace or "", name))
 
 
 @kopf.on.event("", "v1", "pods", labels={LABEL_SERVICE: kopf.PRESENT})
-def on_pod_event(namespace: str | None, labels: kopf.Labels, **kw: Any) -> None:
-    owner = _owner_body(namespace or "", labels.get(LABEL_SERVICE), kw)
-    if owner is not None:
-        reconcile(owner, kw)
+async def on_pod_event(namespace: str | None, labels: kopf.Labels, **kw: Any) -> None:
+    state_of(kw).queue.add((namespace or "", labels[LABEL_SERVICE]))
 
 
 # Drift on a child (changed or deleted by someone else) brings its service back in line.
 @kopf.on.event("apps", "v1", "deployments", labels=MANAGED, id="on_deployment_event")
 @kopf.on.event("", "v1", "configmaps", labels=MANAGED, id="on_configmap_event")
 @kopf.on.event("", "v1", "services", labels=MANAGED, id="on_service_event")
-def on_child_event(
+async def on_child_event(
     namespace: str | None, labels: kopf.Labels, type: str | None, **kw: Any
 ) -> None:
-    owner = _owner_body(namespace or "", labels.get(LABEL_SERVICE), kw)
-    if owner is not None and type in ("MODIFIED", "DELETED"):
-        reconcile(owner, kw)
+    service = labels.get(LABEL_SERVICE)
+    if service and type in ("MODIFIED", "DELETED"):
+        state_of(kw).queue.add((namespace or "", service))

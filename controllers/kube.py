@@ -25,6 +25,7 @@ Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 WRITES: collections.Counter[str] = collections.Counter()
+API_THREADS = 32
 # Child kinds the operator watches through kopf indexes (so no GET is needed first).
 INDEXED_KINDS = frozenset({"ConfigMap", "Deployment", "Service", "PodDisruptionBudget"})
 
@@ -48,7 +49,12 @@ def api_client() -> client.ApiClient:
                 config.load_incluster_config()
             except config.ConfigException:
                 config.load_kube_config()
-            _api = client.ApiClient()
+            settings = client.Configuration.get_default_copy()
+            # One connection per thread that may call at once (reconcile workers, child
+            # appliers, periodic loops): a smaller pool discards connections under load
+            # and every request after that pays a new TLS handshake.
+            settings.connection_pool_maxsize = API_THREADS
+            _api = client.ApiClient(settings)
         return _api
 
 

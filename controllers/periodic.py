@@ -20,7 +20,7 @@ import kopf
 from controllers.acceleratorclass import report_capacity
 from controllers.autoscaler import autoscale
 from controllers.converging import in_kopf_context
-from controllers.inferenceservice import reconcile
+from controllers.inferenceservice import reconcile, reconcile_key
 from controllers.standby import Peering, standing_by
 from controllers.state import OperatorState, uid_of
 
@@ -98,6 +98,7 @@ def start(
     peering = Peering.from_settings(settings)
     kw = {**kw, "memo": memo}
     every = state.settings
+    state.queue.start(lambda key: in_kopf_context(reconcile_key, key, kw))
     memo.periodic = [
         asyncio.create_task(
             _every(
@@ -133,3 +134,6 @@ def start(
 async def stop_periodic(memo: kopf.Memo, **_: Any) -> None:
     for task in getattr(memo, "periodic", []):
         task.cancel()
+    state: OperatorState | None = getattr(memo, "state", None)
+    if state is not None:
+        await state.queue.stop()

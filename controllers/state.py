@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from controllers.prometheus_source import PrometheusSource
 from controllers.settings import Settings
+from controllers.workqueue import ReconcileQueue
 from gpuserve.autoscaling import MetricSample, PolicyMemory
 
 T = TypeVar("T")
@@ -114,6 +115,8 @@ class OperatorState:
     locks: PerObject[threading.Lock] = field(default_factory=lambda: PerObject(threading.Lock))
     scaling: PerObject[ScalingMemory] = field(default_factory=lambda: PerObject(ScalingMemory))
     writes: PerObject[RecentWrites] = field(default_factory=lambda: PerObject(RecentWrites))
+    # Services to reconcile, by (namespace, name); its workers start with the loops.
+    queue: ReconcileQueue[tuple[str, str]] = field(default_factory=ReconcileQueue)
 
     @classmethod
     def start(cls, settings: Settings) -> OperatorState:

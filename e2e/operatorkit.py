@@ -14,6 +14,7 @@ from pathlib import Path
 
 from e2e.cluster.testkit import ClusterHandle, wait_for
 from e2e.manifests import EXAMPLES
+from e2e.memlimit import MemoryCgroup
 from e2e.startstop import StartStop
 from gpuserve.api.models import GROUP
 from gpuserve.resources.naming import CLASSES_PLURAL, SERVICES_PLURAL
@@ -72,7 +73,13 @@ def delete_services(cluster: ClusterHandle, namespace: str, timeout_s: int = 60)
 
 
 class OperatorProcess(StartStop):
-    """The operator as a child process: `python -m controllers.entrypoint`."""
+    """The operator as a child process: `python -m controllers.entrypoint`.
+
+    ``launcher`` goes between the interpreter and ``-m controllers.entrypoint``: a profiler
+    that runs a module in its own process (``-m memray run -o FILE``) keeps the PID the
+    operator's, so RSS sampling and a cgroup limit apply to the operator itself. With
+    ``cgroup``, the process joins it before the interpreter starts, so every byte it ever
+    allocates counts against the limit."""
 
     def __init__(
         self,
@@ -80,11 +87,15 @@ class OperatorProcess(StartStop):
         log_path: Path,
         *extra: str,
         env: dict[str, str] | None = None,
+        launcher: tuple[str, ...] = (),
+        cgroup: MemoryCgroup | None = None,
     ) -> None:
         self.cluster = cluster
         self.log_path = log_path
         self.extra = extra
         self.env = env or {}
+        self.launcher = launcher
+        self.cgroup = cgroup
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -99,6 +110,7 @@ class OperatorProcess(StartStop):
         self.proc = subprocess.Popen(
             [
                 sys.executable,
+                *self.launcher,
                 "-m",
                 "controllers.entrypoint",
                 "--liveness",
@@ -110,10 +122,15 @@ class OperatorProcess(StartStop):
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=self._join_cgroup if self.cgroup else None,
         )
         log.close()
         wait_for(self._live, timeout, "operator liveness endpoint")
         return self
+
+    def _join_cgroup(self) -> None:  # in the child, between fork and exec
+        assert self.cgroup is not None
+        self.cgroup.add(os.getpid())
 
     def _live(self) -> bool:
         if self.proc is None or self.proc.poll() is not None:
