@@ -90,30 +90,28 @@ E2E_REQUEST_LATENCY = MetricSpec(
     True,
 )
 
-# vLLM's own names, not forwarded by Triton's vLLM backend.
-NUM_REQUESTS_RUNNING = MetricSpec(
-    "vllm:num_requests_running", "gauge", "Requests in the engine's running batch."
+# vLLM's own names, not forwarded by Triton's vLLM backend. kv_cache_usage_perc's V0 name,
+# gpu_cache_usage_perc, is still written (deprecated) by vLLM 0.9 and 0.10 and read by many
+# dashboards and autoscalers.
+_ENGINE_STATE_ROWS: tuple[tuple[str, MetricKind, str], ...] = (
+    ("vllm:num_requests_running", "gauge", "Requests in the engine's running batch."),
+    ("vllm:num_requests_waiting", "gauge", "Requests queued for admission."),
+    ("vllm:kv_cache_usage_perc", "gauge", "Fraction of KV-cache blocks held (1 is full)."),
+    ("vllm:gpu_cache_usage_perc", "gauge", "Deprecated name of vllm:kv_cache_usage_perc."),
+    ("vllm:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache."),
+    ("vllm:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache."),
+    ("vllm:num_preemptions_total", "counter", "Sequences preempted for lack of KV cache."),
 )
-NUM_REQUESTS_WAITING = MetricSpec(
-    "vllm:num_requests_waiting", "gauge", "Requests queued for admission."
-)
-KV_CACHE_USAGE = MetricSpec(
-    "vllm:kv_cache_usage_perc", "gauge", "Fraction of KV-cache blocks held (1 is full)."
-)
-# vLLM V0's name for the same gauge, still written (deprecated) by vLLM 0.9 and 0.10 and
-# read by many dashboards and autoscalers.
-GPU_CACHE_USAGE = MetricSpec(
-    "vllm:gpu_cache_usage_perc", "gauge", "Deprecated name of vllm:kv_cache_usage_perc."
-)
-PREFIX_CACHE_QUERIES = MetricSpec(
-    "vllm:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache."
-)
-PREFIX_CACHE_HITS = MetricSpec(
-    "vllm:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache."
-)
-NUM_PREEMPTIONS = MetricSpec(
-    "vllm:num_preemptions_total", "counter", "Sequences preempted for lack of KV cache."
-)
+ENGINE_STATE = tuple(MetricSpec(*row) for row in _ENGINE_STATE_ROWS)
+(
+    NUM_REQUESTS_RUNNING,
+    NUM_REQUESTS_WAITING,
+    KV_CACHE_USAGE,
+    GPU_CACHE_USAGE,
+    PREFIX_CACHE_QUERIES,
+    PREFIX_CACHE_HITS,
+    NUM_PREEMPTIONS,
+) = ENGINE_STATE
 ITERATION_TOKENS = MetricSpec(
     "vllm:iteration_tokens_total",
     "histogram",
@@ -162,13 +160,7 @@ class EngineMetrics:
             E2E_REQUEST_LATENCY,
             self.request_prompt_tokens,
             self.request_generation_tokens,
-            NUM_REQUESTS_RUNNING,
-            NUM_REQUESTS_WAITING,
-            KV_CACHE_USAGE,
-            GPU_CACHE_USAGE,
-            PREFIX_CACHE_QUERIES,
-            PREFIX_CACHE_HITS,
-            NUM_PREEMPTIONS,
+            *ENGINE_STATE,
             ITERATION_TOKENS,
         )
 
