@@ -12,7 +12,13 @@ operator, creates the services (8 client threads) and measures:
   run, by resource and verb (these include the controller manager's and KWOK's requests;
   the table says which resources only the operator writes);
 - writes per minute once steady (goal 0), over --steady seconds after everything is
-  reconciled and a settle pause.
+  reconciled and a settle pause;
+- CPU seconds of the operator and of each control-plane process during the burst (where
+  the two cores went);
+- the operator runs in a memory cgroup with the chart's limit (--memory-limit; an overrun
+  is an OOM kill the bench reports), optionally under memray (--memray: where the heap is
+  at its high-water mark), and can be killed with SIGKILL and restarted mid-burst
+  (--kill-at N); at the end every child is checked: no orphan, no duplicate, none missing.
 
 Every service has minReplicas 0 by default: 1,000 services with pods would need 1,000
 simulated GPUs and measure the scheduler and KWOK more than the operator. --pods-every K
@@ -274,6 +280,7 @@ def run(args: argparse.Namespace) -> int:
                     raise
                 time.sleep(0.5 * (attempt + 1))
 
+    burst_start_cpu = cpu_by_process(state, operator)
     t0 = time.monotonic()
     try:
         with ThreadPoolExecutor(max_workers=8) as pool:
@@ -304,6 +311,9 @@ def run(args: argparse.Namespace) -> int:
                                  f"log {operator.log_path}")
             time.sleep(1.0)
         all_ready_s = time.monotonic() - t0
+        burst_cpu = cpu_by_process(state, operator)
+        burst_cpu = {name: round(burst_cpu[name] - burst_start_cpu.get(name, 0.0), 1)
+                     for name in burst_cpu}
         children, problems = children_report(api, custom)
         children_s = time.monotonic() - t0
         after_reconcile = request_counts(cluster)
@@ -349,6 +359,7 @@ def run(args: argparse.Namespace) -> int:
         "child_problems": problems[:20], "child_problem_count": len(problems),
         "restarts": restarts, "memory_limit": args.memory_limit, "oom_kills": oom_kills,
         "cgroup_peak_mib": round(cgroup_peak / 2**20, 1),
+        "burst_cpu_s": burst_cpu,
         "rss_start_mib": round((started_rss or 0) / 1024, 1),
         "rss_peak_mib": round(sampler.peak_kib / 1024, 1),
         "rss_peak_reconcile_mib": round(peak_reconcile_kib / 1024, 1),
@@ -366,6 +377,16 @@ def run(args: argparse.Namespace) -> int:
     print_table(summary, reconcile_delta, steady_delta, per_minute, args)
     print(json.dumps(summary))
     return 0
+
+
+def cpu_by_process(state: settings.StateLayout, operator: OperatorProcess) -> dict[str, float]:
+    """CPU seconds used so far by the operator and each control-plane process (after a
+    restart, the operator's count starts again)."""
+    pids = {name: record.pid for name, record in lifecycle.read_records(state).items()}
+    if operator.proc is not None:
+        pids["operator"] = operator.proc.pid
+    return {name: seconds for name, pid in pids.items()
+            if (seconds := _cpu_seconds(pid)) is not None}
 
 
 def _cpu_seconds(pid: int | None) -> float | None:
@@ -413,6 +434,10 @@ def print_table(summary: dict[str, Any], reconcile: Counter[tuple[str, str, str]
     print(f"| enforced memory limit (cgroup) / its peak charge / OOM kills | "
           f"{summary['memory_limit']} / {summary['cgroup_peak_mib']} MiB / "
           f"**{summary['oom_kills']}** | 0 kills |")
+    busiest = sorted(summary["burst_cpu_s"].items(), key=lambda item: -item[1])
+    print(f"| CPU seconds from the first create until all reconciled (2 cores: "
+          f"{2 * summary['all_reconciled_s']:.0f} available) | "
+          f"{', '.join(f'{name} {sec}' for name, sec in busiest)} | |")
     for done, at in summary["restarts"]:
         print(f"| kill -9 and restart | at {at:.1f} s, {done} reconciled | converges |")
     print(f"| orphaned, duplicated or missing children | **{summary['child_problem_count']}**"

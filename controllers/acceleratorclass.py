@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from controllers import kube
 from controllers.converging import now_rfc3339
+from controllers.packed import Packed
 from gpuserve.api.conditions import ConditionWriter
 from gpuserve.api.models import GROUP, VERSION, AcceleratorClassSpec
 from gpuserve.api.status import AcceleratorClassStatus
@@ -20,8 +21,8 @@ ACCEL = (GROUP, VERSION, CLASSES_PLURAL)
 
 
 @kopf.index(*ACCEL)
-async def class_bodies(name: str, body: kopf.Body, **_: Any) -> dict[str, dict[str, Any]]:
-    return {name: dict(body)}
+async def class_bodies(name: str, body: kopf.Body, **_: Any) -> dict[str, Packed]:
+    return {name: Packed.of(body)}
 
 
 @kopf.on.resume(*ACCEL)

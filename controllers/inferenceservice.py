@@ -12,11 +12,13 @@ pool would make each wait behind the others.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
 
 from controllers.converging import ClusterView, converge, post_events, remember_kopf_context
+from controllers.packed import Packed
 from controllers.state import state_of
 from gpuserve.api.models import GROUP, VERSION
 from gpuserve.placement import service_plan
@@ -31,24 +33,28 @@ MANAGED = {"app.kubernetes.io/managed-by": "gpuserve"}
 @kopf.index(*ISVC)
 async def services(
     namespace: str | None, name: str, body: kopf.Body, **_: Any
-) -> dict[tuple[str, str], Any]:
+) -> dict[tuple[str, str], Packed]:
     remember_kopf_context()  # for controllers.periodic's event posting
-    return {(namespace or "", name): _without_managed_fields(body)}
+    return {(namespace or "", name): Packed.of(_what_is_read(body))}
 
 
-def _without_managed_fields(body: kopf.Body) -> dict[str, Any]:
+def _what_is_read(body: kopf.Body) -> dict[str, Any]:
+    """The body without what no reconcile reads: the field managers, and kopf's own
+    bookkeeping in status (progress, and a copy of the last handled spec)."""
     obj = dict(body)
     meta = dict(obj.get("metadata", {}))
     meta.pop("managedFields", None)
     obj["metadata"] = meta
+    if isinstance(obj.get("status"), Mapping):
+        obj["status"] = {k: v for k, v in obj["status"].items() if k != "kopf"}
     return obj
 
 
-def _strip(body: kopf.Body) -> dict[str, Any]:
+def _strip(body: kopf.Body) -> Packed:
     """What the index keeps of a child: the fields gpuserve applied (all a reconcile
-    compares), not the whole object; at 1,000 services this is most of the memory."""
+    compares), not the whole object, packed."""
     owned = owned_part(body, FIELD_MANAGER)
-    return owned if owned is not None else _without_managed_fields(body)
+    return Packed.of(owned if owned is not None else _what_is_read(body))
 
 
 # One index per child kind (the reconcile reads each by name), filled by one function.
@@ -69,7 +75,8 @@ _CHILD_INDEXES = ("child_configmaps", "child_deployments", "child_services", "ch
 def view_of(key: tuple[str, str], kw: dict[str, Any]) -> ClusterView:
     children: dict[tuple[str, str], dict[str, Any]] = {}
     for index_name in _CHILD_INDEXES:
-        for obj in kw[index_name].get(key, []):
+        for entry in kw[index_name].get(key, []):
+            obj = entry.unpack()
             children[(obj["kind"], obj["metadata"]["name"])] = obj
     classes: dict[str, Any] = {}
     for name, store in kw["accelerator_classes"].items():
@@ -95,9 +102,9 @@ def reconcile(body: dict[str, Any], kw: dict[str, Any]) -> None:
 
 def reconcile_key(key: tuple[str, str], kw: dict[str, Any]) -> None:
     """The queue's work: the service as the index holds it now (gone: nothing to do)."""
-    body = next(iter(kw["services"].get(key, [])), None)
-    if body is not None:
-        reconcile(body, kw)
+    entry = next(iter(kw["services"].get(key, [])), None)
+    if entry is not None:
+        reconcile(entry.unpack(), kw)
 
 
 @kopf.on.resume(*ISVC)

@@ -21,16 +21,12 @@ from controllers.acceleratorclass import report_capacity
 from controllers.autoscaler import autoscale
 from controllers.converging import in_kopf_context
 from controllers.inferenceservice import reconcile, reconcile_key
+from controllers.packed import unpacked
 from controllers.standby import Peering, standing_by
 from controllers.state import OperatorState, uid_of
 
 log = logging.getLogger(__name__)
 Body = dict[str, Any]
-
-
-def _bodies(index: Any) -> list[Body]:
-    # Copies: kopf keeps filling the index while a pass runs.
-    return [body for store in list(index.values()) for body in list(store)]
 
 
 def _run_pass(
@@ -85,7 +81,7 @@ async def _every(
 
 def _resync(state: OperatorState, kw: dict[str, Any]) -> list[Body]:
     """The services to reconcile; the state of services that are gone is dropped here."""
-    bodies = _bodies(kw["services"])
+    bodies = unpacked(kw["services"].values())
     state.retain(uid_of(body) for body in bodies)
     return bodies
 
@@ -113,7 +109,7 @@ def start(
             _every(
                 every.autoscale_interval,
                 "autoscale",
-                lambda: _bodies(kw["services"]),
+                lambda: unpacked(kw["services"].values()),
                 lambda body: autoscale(body, kw),
                 peering,
             )
@@ -122,7 +118,7 @@ def start(
             _every(
                 every.class_report_seconds,
                 "capacity",
-                lambda: _bodies(kw["class_bodies"]),
+                lambda: unpacked(kw["class_bodies"].values()),
                 lambda body: report_capacity(body, body["metadata"]["name"], kw),
                 peering,
             )

@@ -84,13 +84,8 @@ def test_catalogue_entry_matches_the_reference_config() -> None:
     entry, config = resolve_demo_uri(EMULATOR), reference_config()
     assert entry.decoupled and config.model_transaction_policy.decoupled
     assert entry.max_batch_size == config.max_batch_size == 0
-    declared = [
-        (t.name, pb.DataType.Name(t.data_type), tuple(t.dims), t.optional) for t in config.input
-    ]
-    assert declared == [(t.name, t.data_type, t.dims, t.optional) for t in entry.inputs]
-    assert [(t.name, pb.DataType.Name(t.data_type)) for t in config.output] == [
-        (t.name, t.data_type) for t in entry.outputs
-    ]
+    assert list(config.input) == list(entry.inputs)
+    assert list(config.output) == list(entry.outputs)
     assert entry.parameters == {k: v.string_value for k, v in config.parameters.items()}
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
+from tritonclient.grpc import model_config_pb2 as pb
 
 from e2e.loadgen import Target, run_closed_loop
 from e2e.models import load_catalog, resolve_demo_uri, sleeper_config
@@ -91,7 +92,8 @@ def test_catalogue_resolves_demo_uri() -> None:
     model = resolve_demo_uri("demo://sleeper")
     assert model.model_file.is_file() and model.reference_config.is_file()
     assert [t.name for t in model.inputs] == ["INPUT"]
-    assert model.outputs[0].data_type == "TYPE_FP32" and model.outputs[0].dims == (4,)
+    output = model.outputs[0]
+    assert pb.DataType.Name(output.data_type) == "TYPE_FP32" and list(output.dims) == [4]
     assert "sleeper" in load_catalog()
     with pytest.raises(KeyError):
         resolve_demo_uri("demo://nope")

@@ -3,7 +3,6 @@
 from e2e.models.catalog import (
     CATALOG_DIR,
     CatalogModel,
-    TensorSpec,
     load_catalog,
     resolve_demo_uri,
 )
@@ -12,7 +11,6 @@ from e2e.models.configs import sleeper_config
 __all__ = [
     "CATALOG_DIR",
     "CatalogModel",
-    "TensorSpec",
     "load_catalog",
     "resolve_demo_uri",
     "sleeper_config",

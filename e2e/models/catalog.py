@@ -11,20 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from tritonclient.grpc import model_config_pb2 as pb
 
 CATALOG_DIR = Path(__file__).resolve().parent
 CATALOG_FILE = CATALOG_DIR / "catalog.yaml"
 DEMO_SCHEME = "demo://"
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """One input or output of a catalogue model (as in config.pbtxt)."""
-
-    name: str
-    data_type: str
-    dims: tuple[int, ...]
-    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -36,8 +27,9 @@ class CatalogModel:
     directory: Path
     backend: str
     max_batch_size: int
-    inputs: tuple[TensorSpec, ...]
-    outputs: tuple[TensorSpec, ...]
+    # As config.pbtxt declares them: tritonclient's ModelConfig messages, compared by value.
+    inputs: tuple[pb.ModelInput, ...]
+    outputs: tuple[pb.ModelOutput, ...]
     parameters: dict[str, str] = field(default_factory=dict)
     description: str = ""
     decoupled: bool = False  # streams any number of responses per request
@@ -52,16 +44,23 @@ class CatalogModel:
         return self.directory / "config.pbtxt"
 
 
-def _tensors(raw: list[dict[str, Any]]) -> tuple[TensorSpec, ...]:
+def _inputs(raw: list[dict[str, Any]]) -> tuple[pb.ModelInput, ...]:
     return tuple(
-        TensorSpec(
-            str(t["name"]),
-            str(t["data_type"]),
-            tuple(int(d) for d in t["dims"]),
-            bool(t.get("optional", False)),
-        )
-        for t in raw
+        pb.ModelInput(optional=bool(t.get("optional", False)), **_tensor(t)) for t in raw
     )
+
+
+def _outputs(raw: list[dict[str, Any]]) -> tuple[pb.ModelOutput, ...]:
+    return tuple(pb.ModelOutput(**_tensor(t)) for t in raw)
+
+
+def _tensor(raw: dict[str, Any]) -> dict[str, Any]:
+    """The fields inputs and outputs share: name, data type (by its config name), dims."""
+    return {
+        "name": str(raw["name"]),
+        "data_type": pb.DataType.Value(str(raw["data_type"])),
+        "dims": [int(d) for d in raw["dims"]],
+    }
 
 
 def load_catalog(path: Path = CATALOG_FILE) -> dict[str, CatalogModel]:
@@ -78,8 +77,8 @@ def load_catalog(path: Path = CATALOG_FILE) -> dict[str, CatalogModel]:
             directory=directory,
             backend=str(entry["backend"]),
             max_batch_size=int(entry.get("max_batch_size", 0)),
-            inputs=_tensors(entry.get("inputs", [])),
-            outputs=_tensors(entry.get("outputs", [])),
+            inputs=_inputs(entry.get("inputs", [])),
+            outputs=_outputs(entry.get("outputs", [])),
             parameters={str(k): str(v) for k, v in (entry.get("parameters") or {}).items()},
             description=str(entry.get("description", "")).strip(),
             decoupled=bool(entry.get("decoupled", False)),

@@ -80,23 +80,10 @@ def instance_groups_on_cpu(config: Any) -> list[str]:
 def _declare_io(config: Any, stand_in: CatalogModel) -> list[str]:
     """Declares the stand-in's inputs and outputs in a config that leaves them to its
     backend's auto-completion (as a rendered vLLM config does)."""
-    from tritonclient.grpc import model_config_pb2
-
     if config.input or config.output:
         return []
-    for tensor in stand_in.inputs:
-        config.input.add(
-            name=tensor.name,
-            data_type=model_config_pb2.DataType.Value(tensor.data_type),
-            dims=list(tensor.dims),
-            optional=tensor.optional,
-        )
-    for tensor in stand_in.outputs:
-        config.output.add(
-            name=tensor.name,
-            data_type=model_config_pb2.DataType.Value(tensor.data_type),
-            dims=list(tensor.dims),
-        )
+    config.input.extend(stand_in.inputs)
+    config.output.extend(stand_in.outputs)
     return [f"inputs and outputs of {stand_in.uri} declared (the backend would complete them)"]
 
 
