@@ -22,8 +22,9 @@ operator, creates the services (8 client threads) and measures:
 
 Every service has minReplicas 0 by default: 1,000 services with pods would need 1,000
 simulated GPUs and measure the scheduler and KWOK more than the operator. --pods-every K
-gives every K-th service one pod; then start the cluster with a node-pool file that has
-room (`--nodepools-out FILE` writes one: GPUSERVE_NODEPOOLS=FILE python -m e2e.cluster up).
+gives every K-th service --pods pods (default 1); then start the cluster with a node-pool
+file that has room (`--nodepools-out FILE` writes one: GPUSERVE_NODEPOOLS=FILE python -m
+e2e.cluster up).
 """
 
 from __future__ import annotations
@@ -149,10 +150,11 @@ class PySpy:
         return [(frame, n / total) for frame, n in inclusive.most_common(limit)] if total else []
 
 
-def service_body(index: int, pods_every: int) -> dict[str, Any]:
+def service_body(index: int, pods_every: int, pods: int) -> dict[str, Any]:
     body = valid_service(f"svc-{index:05d}")
-    with_pod = pods_every > 0 and index % pods_every == 0
-    body["spec"]["scaling"] = {"minReplicas": 1 if with_pod else 0, "maxReplicas": 1}
+    with_pods = pods_every > 0 and index % pods_every == 0
+    replicas = pods if with_pods else 0
+    body["spec"]["scaling"] = {"minReplicas": replicas, "maxReplicas": max(1, replicas)}
     return body
 
 
@@ -266,7 +268,7 @@ def run(args: argparse.Namespace) -> int:
     restarts: list[tuple[int, float]] = []  # (reconciled when killed, seconds to converge)
 
     def create(index: int) -> None:
-        body = service_body(index, args.pods_every)
+        body = service_body(index, args.pods_every, args.pods)
         body["metadata"]["labels"] = {"gpuserve.io/bench": "scale"}
         ns = namespaces[index % len(namespaces)]
         for attempt in range(5):
@@ -353,7 +355,7 @@ def run(args: argparse.Namespace) -> int:
     summary = {
         "services": args.services, "namespaces": args.namespaces,
         "operator_env": args.operator_env,
-        "pods_every": args.pods_every, "create_s": round(created_s, 1),
+        "pods_every": args.pods_every, "pods": args.pods, "create_s": round(created_s, 1),
         "all_reconciled_s": round(all_ready_s, 1), "children": children,
         "children_checked_s": round(children_s, 1),
         "child_problems": problems[:20], "child_problem_count": len(problems),
@@ -421,8 +423,9 @@ def print_table(summary: dict[str, Any], reconcile: Counter[tuple[str, str, str]
                 steady: Counter[tuple[str, str, str]], per_minute: float,
                 args: argparse.Namespace) -> None:
     n = args.services
-    print(f"\n{n} InferenceServices in {args.namespaces} namespaces "
-          f"({'minReplicas 0' if not args.pods_every else f'one pod per {args.pods_every}'})\n")
+    pods = (f"{args.pods} pod(s) for one service in {args.pods_every}" if args.pods_every
+            else "minReplicas 0")
+    print(f"\n{n} InferenceServices in {args.namespaces} namespaces ({pods})\n")
     print("| measure | value | goal |")
     print("|---|---|---|")
     print(f"| creating the services (8 client threads) | {summary['create_s']} s | |")
@@ -478,6 +481,8 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--services", type=int, default=1000)
     parser.add_argument("--namespaces", type=int, default=50)
+    parser.add_argument("--pods", type=int, default=1,
+                        help="pods (minReplicas) of each service that has pods")
     parser.add_argument("--pods-every", type=int, default=0,
                         help="give every K-th service minReplicas 1 (0: none)")
     parser.add_argument("--settle", type=float, default=20.0,

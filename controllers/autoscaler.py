@@ -131,13 +131,14 @@ def evaluate(body: dict[str, Any], kw: dict[str, Any]) -> Decision | None:
                 "ScaledUp" if decision.delta > 0 else "ScaledDown" if decision.delta < 0 else "Held"
             )
             log.info("%s/%s %s %s", key[0], key[1], verb, record.reason)
-            kopf.event(
-                as_body(body),
-                type="Normal",
-                reason=("Advised" + verb) if advisory else verb,
-                message=f"{decision.current_replicas} -> {decision.desired_replicas}: "
-                f"{record.reason}",
-            )
+            if decision.delta:  # a hold changes nothing: status.decisions records it
+                kopf.event(
+                    as_body(body),
+                    type="Normal",
+                    reason=("Advised" + verb) if advisory else verb,
+                    message=f"{decision.current_replicas} -> {decision.desired_replicas}: "
+                    f"{record.reason}",
+                )
         if not advisory:
             status.desired_replicas = decision.desired_replicas
     if p95 is not None and (status.p95_ms is None or abs(status.p95_ms - p95 * 1e3) >= 1.0):

@@ -57,11 +57,20 @@ def _strip(body: kopf.Body) -> Packed:
     return Packed.of(owned if owned is not None else _what_is_read(body))
 
 
+CONFIGMAPS = ("", "v1", "configmaps")
+DEPLOYMENTS = ("apps", "v1", "deployments")
+SERVICES = ("", "v1", "services")
+PDBS = ("policy", "v1", "poddisruptionbudgets")
+# Every watch of these kinds is for gpuserve's children only: startup.configure asks the
+# API server to send only those (a label selector), not every ConfigMap of the cluster.
+CHILD_RESOURCES = (CONFIGMAPS, DEPLOYMENTS, SERVICES, PDBS)
+
+
 # One index per child kind (the reconcile reads each by name), filled by one function.
-@kopf.index("", "v1", "configmaps", labels=MANAGED, id="child_configmaps")
-@kopf.index("apps", "v1", "deployments", labels=MANAGED, id="child_deployments")
-@kopf.index("", "v1", "services", labels=MANAGED, id="child_services")
-@kopf.index("policy", "v1", "poddisruptionbudgets", labels=MANAGED, id="child_pdbs")
+@kopf.index(*CONFIGMAPS, labels=MANAGED, id="child_configmaps")
+@kopf.index(*DEPLOYMENTS, labels=MANAGED, id="child_deployments")
+@kopf.index(*SERVICES, labels=MANAGED, id="child_services")
+@kopf.index(*PDBS, labels=MANAGED, id="child_pdbs")
 async def child_index(namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Any:
     service = labels.get(LABEL_SERVICE)
     if not service:
@@ -120,9 +129,9 @@ async def on_pod_event(namespace: str | None, labels: kopf.Labels, **kw: Any) ->
 
 
 # Drift on a child (changed or deleted by someone else) brings its service back in line.
-@kopf.on.event("apps", "v1", "deployments", labels=MANAGED, id="on_deployment_event")
-@kopf.on.event("", "v1", "configmaps", labels=MANAGED, id="on_configmap_event")
-@kopf.on.event("", "v1", "services", labels=MANAGED, id="on_service_event")
+@kopf.on.event(*DEPLOYMENTS, labels=MANAGED, id="on_deployment_event")
+@kopf.on.event(*CONFIGMAPS, labels=MANAGED, id="on_configmap_event")
+@kopf.on.event(*SERVICES, labels=MANAGED, id="on_service_event")
 async def on_child_event(
     namespace: str | None, labels: kopf.Labels, type: str | None, **kw: Any
 ) -> None:

@@ -9,12 +9,14 @@ from typing import Any
 import kopf
 
 from controllers import kube, periodic
+from controllers.inferenceservice import CHILD_RESOURCES, MANAGED
 from controllers.settings import Settings, SettingsError
 from controllers.state import OperatorState
 from gpuserve.api.models import GROUP
 from gpuserve.resources.naming import STANDBY_PRIORITY_CLASS, priority_class_name
 
 log = logging.getLogger(__name__)
+LIST_CHUNK = 500
 
 # Interactive serving outranks batch serving, so under GPU pressure the scheduler
 # preempts batch pods first; warm-pool standby pods rank below both, so a serving pod of
@@ -77,6 +79,13 @@ async def configure(memo: kopf.Memo, settings: kopf.OperatorSettings, **kw: Any)
     # hold every slot, so the objects still to be indexed never get one).
     settings.queueing.worker_limit = ours.worker_limit or None
     settings.queueing.idle_timeout = ours.worker_idle_seconds
+    # A (re)start lists every watched object before watching. Whole, the list of 10,000
+    # Deployments at 5,000 services is one parsed document that alone went over the
+    # chart's 512Mi limit; in chunks, each is dispatched before the next is read.
+    settings.watching.chunk_size = LIST_CHUNK
+    managed = ",".join(f"{k}={v}" for k, v in MANAGED.items())
+    for resource in CHILD_RESOURCES:
+        settings.watching.label_selectors[resource] = managed
     for pc in priority_classes():  # three small writes, once, before any watch matters
         kube.apply_if_changed(pc)
     periodic.start(memo, state, settings, kw)
