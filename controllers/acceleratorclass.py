@@ -22,7 +22,7 @@ ACCEL = (GROUP, VERSION, CLASSES_PLURAL)
 
 @kopf.index(*ACCEL)
 async def class_bodies(name: str, body: kopf.Body, **_: Any) -> dict[str, Packed]:
-    return {name: Packed.of(body)}
+    return {name: Packed.of(dict(body))}
 
 
 @kopf.on.resume(*ACCEL)

@@ -21,7 +21,9 @@ class Packed:
 
     @classmethod
     def of(cls, obj: Mapping[str, Any]) -> Packed:
-        return cls(json.dumps(obj, separators=(",", ":"), default=str).encode())
+        """Raises TypeError for anything that is not plain JSON data (a kopf.Body is a
+        view, not a dict: ``dict(body)`` first), rather than keeping its repr."""
+        return cls(json.dumps(obj, separators=(",", ":")).encode())
 
     def unpack(self) -> dict[str, Any]:
         obj: dict[str, Any] = json.loads(self.data)

@@ -5,6 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import kopf
+import pytest
+
+from controllers.acceleratorclass import class_bodies
 from controllers.inferenceservice import child_index, services
 from controllers.packed import Packed, unpacked
 from gpuserve.resources.naming import FIELD_MANAGER, LABEL_SERVICE
@@ -77,3 +81,10 @@ def test_a_child_index_keeps_the_fields_gpuserve_applied() -> None:
     kept = indexed(child_index, namespace="ml", labels=labels, body=child)
     assert kept["data"] == {"config.pbtxt": "name: 'chat'"}
     assert kept["kind"] == "ConfigMap" and kept["metadata"]["name"] == "chat-config"
+
+
+def test_a_class_body_reads_back_as_the_object_and_non_json_is_refused() -> None:
+    body: Any = {"metadata": {"name": "h100"}, "spec": {"resource": "nvidia.com/gpu"}}
+    assert indexed(class_bodies, name="h100", body=kopf.Body(body)) == body
+    with pytest.raises(TypeError):  # kopf's view of an object, not its data
+        Packed.of({"body": kopf.Body(body)})
