@@ -46,7 +46,6 @@ class ReconcileQueue(Generic[K]):
         self._failures: dict[K, int] = {}
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reconcile")
         self._tasks: list[asyncio.Task[None]] = []
-        self.reconciles = 0  # for tests and benchmarks
 
     def start(self, work: Callable[[K], None]) -> None:
         self._work = work
@@ -89,7 +88,6 @@ class ReconcileQueue(Generic[K]):
             else:
                 self._failures.pop(key, None)
             finally:
-                self.reconciles += 1
                 self._running.discard(key)
                 if key in self._again:
                     self._again.discard(key)
