@@ -55,7 +55,7 @@ from kubernetes.client.exceptions import ApiException  # noqa: E402
 from e2e.cluster import lifecycle, procs, settings  # noqa: E402
 from e2e.cluster.testkit import ClusterHandle, tolerating, wait_for  # noqa: E402
 from e2e.invalid_cases import valid_service  # noqa: E402
-from e2e.memlimit import MemoryCgroup, parse_bytes  # noqa: E402
+from e2e.memlimit import CgroupUnavailable, MemoryCgroup, parse_bytes  # noqa: E402
 from e2e.memprofile import high_water_mark, memray_launcher, print_high_water_mark  # noqa: E402
 from e2e.operatorkit import OperatorProcess, install_classes, install_crds  # noqa: E402
 from gpuserve.api.models import GROUP, VERSION  # noqa: E402
@@ -252,7 +252,12 @@ def run(args: argparse.Namespace) -> int:
     env = dict(item.split("=", 1) for item in args.operator_env)
     limit = MemoryCgroup(f"gpuserve-scale-{os.getpid()}", parse_bytes(args.memory_limit))
     if args.memory_limit != "0":
-        limit.create()
+        try:
+            limit.create()
+        except CgroupUnavailable as exc:
+            print(f"{exc}; run with --memory-limit 0 to measure without a limit",
+                  file=sys.stderr)
+            return 2
     capture = log_dir / "operator.memray"
     operator = OperatorProcess(
         cluster, log_dir / "operator.log", env=env,
