@@ -233,6 +233,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"no cluster up in {state.root}; run `python -m e2e.cluster up` with the same "
               "GPUSERVE_CLUSTER_DIR / GPUSERVE_PORT_OFFSET first", file=sys.stderr)
         return 2
+    limit = MemoryCgroup(f"gpuserve-scale-{os.getpid()}", parse_bytes(args.memory_limit))
+    if args.memory_limit != "0":
+        try:
+            limit.create()
+        except CgroupUnavailable as exc:
+            print(f"{exc}; run with --memory-limit 0 to measure without a limit",
+                  file=sys.stderr)
+            return 2
     cluster = ClusterHandle(state.admin_kubeconfig, started_here=False, local=True)
     api = cluster.api_client()
     custom = client.CustomObjectsApi(api)
@@ -250,14 +258,6 @@ def run(args: argparse.Namespace) -> int:
 
     log_dir = Path(tempfile.mkdtemp(prefix="gpuserve-scale-"))
     env = dict(item.split("=", 1) for item in args.operator_env)
-    limit = MemoryCgroup(f"gpuserve-scale-{os.getpid()}", parse_bytes(args.memory_limit))
-    if args.memory_limit != "0":
-        try:
-            limit.create()
-        except CgroupUnavailable as exc:
-            print(f"{exc}; run with --memory-limit 0 to measure without a limit",
-                  file=sys.stderr)
-            return 2
     capture = log_dir / "operator.memray"
     operator = OperatorProcess(
         cluster, log_dir / "operator.log", env=env,
