@@ -63,7 +63,9 @@ class MemoryCgroup:
                 (path / "memory.limit_in_bytes").write_text(str(self.limit_bytes))
             else:
                 (path / "memory.max").write_text(str(self.limit_bytes))
-                (path / "memory.swap.max").write_text("0")
+                swap = path / "memory.swap.max"  # absent without swap accounting
+                if swap.exists():
+                    swap.write_text("0")
         except OSError as exc:
             raise CgroupUnavailable(
                 f"cannot create a memory cgroup at {path}: {exc.strerror} (needs write access "
