@@ -20,7 +20,7 @@ import kopf
 from controllers.acceleratorclass import report_capacity
 from controllers.autoscaler import autoscale
 from controllers.converging import in_kopf_context
-from controllers.inferenceservice import reconcile, reconcile_key
+from controllers.inferenceservice import reconcile_key
 from controllers.packed import unpacked
 from controllers.standby import Peering, standing_by
 from controllers.state import OperatorState, uid_of
@@ -30,7 +30,7 @@ Body = dict[str, Any]
 
 
 def _run_pass(
-    what: str, bodies: Iterable[Body], work: Callable[[Body], None], peering: Peering | None
+    what: str, bodies: Iterable[Body], work: Callable[[Body], object], peering: Peering | None
 ) -> tuple[int, bool]:
     """One pass over the objects, in a worker thread: how many were handled, and whether
     any was left to a peer that outranks this replica."""
@@ -63,7 +63,7 @@ async def _every(
     interval: float,
     what: str,
     bodies: Callable[[], Iterable[Body]],
-    work: Callable[[Body], None],
+    work: Callable[[Body], object],
     peering: Peering | None,
 ) -> None:
     was_standing = False
@@ -86,6 +86,11 @@ def _resync(state: OperatorState, kw: dict[str, Any]) -> list[Body]:
     return bodies
 
 
+def _key(body: Body) -> tuple[str, str]:
+    meta = body["metadata"]
+    return (meta.get("namespace") or "", meta["name"])
+
+
 def start(
     memo: kopf.Memo, state: OperatorState, settings: kopf.OperatorSettings, kw: dict[str, Any]
 ) -> None:
@@ -95,13 +100,16 @@ def start(
     kw = {**kw, "memo": memo}
     every = state.settings
     state.queue.start(lambda key: in_kopf_context(reconcile_key, key, kw))
+    loop = asyncio.get_running_loop()
     memo.periodic = [
         asyncio.create_task(
             _every(
                 every.resync_seconds,
                 "resync",
                 lambda: _resync(state, kw),
-                lambda body: reconcile(body, kw),
+                # Through the reconcile queue, like every other trigger: one path, and a
+                # service the watches already queued is not reconciled a second time.
+                lambda body: loop.call_soon_threadsafe(state.queue.add, _key(body)),
                 peering,
             )
         ),
