@@ -286,6 +286,58 @@ class Engine:
                 finished.append(self._finish(sequence, now))
         return StepResult(tuple(tokens), tuple(finished))
 
+    def fast_forward(self, now: float, until_s: float) -> float:
+        """Runs, in one call, the decode-only steps that would start before ``until_s``
+        (the caller's next arrival) and that neither finish a sequence, preempt one nor
+        admit one: exactly the steps ``begin_step``/``end_step`` would run, without their
+        per-step bookkeeping. Returns the clock after them (``now`` when none can run).
+        A simulator uses it to cross long decode stretches; the emulator does not."""
+        running = self._running
+        if self._in_step is not None or self._waiting or not running:
+            return now
+        if len(running) > self.params.max_batched_tokens or not all(s.decoding for s in running):
+            return now
+        # The step that finishes a sequence goes through the ordinary path.
+        most = min(s.request.output_tokens - s.generated for s in running) - 1
+        most = min(most, self._steps_with_blocks(most))
+        batch = len(running)
+        context = sum(s.num_tokens for s in running)
+        ends: list[float] = []
+        clock = now
+        while len(ends) < most and clock < until_s:
+            clock += self.params.step_cost_s(0, batch, context)
+            context += batch
+            ends.append(clock)
+        steps = len(ends)
+        if steps == 0:
+            return now
+        size = self.params.block_size
+        for sequence in running:
+            sequence.computed += steps
+            sequence.generated += steps
+            self._take_blocks(sequence, -(-sequence.computed // size) - sequence.blocks)
+            sequence.timing.token_s.extend(ends)
+        self._generation_tokens += steps * batch
+        self._steps += steps
+        return clock
+
+    def _steps_with_blocks(self, most: int) -> int:
+        """The most decode steps (up to ``most``) the free blocks allow every running
+        sequence (blocks grow by one every ``block_size`` tokens)."""
+        size = self.params.block_size
+
+        def needed(steps: int) -> int:
+            return sum(-(-(s.computed + steps) // size) - s.blocks for s in self._running)
+
+        low, high = 0, max(0, most)
+        while low < high:
+            mid = (low + high + 1) // 2
+            if needed(mid) <= self.cache.available:
+                low = mid
+            else:
+                high = mid - 1
+        return low
+
     # ---------------------------------------------------------------- helpers
     def _admit(self, budget: int) -> list[_Sequence]:
         admitted: list[_Sequence] = []
@@ -324,14 +376,8 @@ class Engine:
         decoding = [s for s in scheduled if s.decoding]
         prefill = sum(s.pending for s in scheduled if not s.decoding)
         context = sum(s.num_tokens for s in decoding)
-        cost = (
-            p.decode_base_s
-            + p.prefill_s_per_token * prefill
-            + p.decode_s_per_seq * len(decoding)
-            + p.decode_s_per_context_token * context
-        )
         return StepPlan(
-            cost_s=cost,
+            cost_s=p.step_cost_s(prefill, len(decoding), context),
             prefill_tokens=prefill,
             decode_seqs=len(decoding),
             context_tokens=context,

@@ -62,6 +62,18 @@ class EngineParams:
     def capacity_tokens(self) -> int:
         return self.num_blocks * self.block_size
 
+    def step_cost_s(
+        self, prefill_tokens: float, decode_seqs: float, context_tokens: float
+    ) -> float:
+        """Seconds one engine step takes: the engine's cost rule, also used (with mean
+        figures) by the capacity model."""
+        return (
+            self.decode_base_s
+            + self.prefill_s_per_token * prefill_tokens
+            + self.decode_s_per_seq * decode_seqs
+            + self.decode_s_per_context_token * context_tokens
+        )
+
     def blocks_for(self, tokens: int) -> int:
         """Blocks that hold ``tokens`` tokens of keys and values."""
         return -(-tokens // self.block_size)

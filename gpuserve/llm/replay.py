@@ -7,6 +7,7 @@ emulator, whose engine loop sleeps the cost while new requests queue.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -24,9 +25,12 @@ class Replay:
 def replay(
     requests: Iterable[tuple[float, int, int, tuple[int, ...]]],
     params: EngineParams | None = None,
+    *,
+    fast: bool = False,
 ) -> Replay:
     """Serves ``(arrival_s, prompt_tokens, output_tokens, block_hashes)`` requests, named
-    by their position ("0", "1", ...), until all have finished."""
+    by their position ("0", "1", ...), until all have finished. ``fast`` crosses decode
+    stretches with ``Engine.fast_forward`` (same timings; those steps are not listed)."""
     engine = Engine(params)
     given = [
         Request(str(i), prompt, output, arrival, hashes)
@@ -42,6 +46,11 @@ def replay(
         while next_arrival < len(queue) and queue[next_arrival].arrival_s <= clock:
             engine.add(queue[next_arrival])
             next_arrival += 1
+        if fast:
+            until = queue[next_arrival].arrival_s if next_arrival < len(queue) else math.inf
+            clock = engine.fast_forward(clock, until)
+            if clock >= until:
+                continue  # an arrival came during the stretch: it joins the next step
         plan = engine.begin_step()
         if plan is None:  # cannot happen: the engine holds a request it can admit
             raise RuntimeError("replay: the engine has requests but planned no step")

@@ -1,0 +1,52 @@
+"""Engine.fast_forward crosses decode stretches with the timings of step-by-step serving."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from gpuserve.llm.engine import Engine, Request
+from gpuserve.llm.params import EngineParams
+from gpuserve.llm.replay import replay
+
+
+def _requests(seed: int, count: int) -> list[tuple[float, int, int, tuple[int, ...]]]:
+    rng = random.Random(seed)
+    clock, out = 0.0, []
+    for _ in range(count):
+        clock += rng.expovariate(8.0)
+        prompt = rng.randint(20, 700)
+        shared = tuple(range(rng.randint(0, 3)))  # a few common leading blocks
+        out.append((clock, prompt, rng.randint(1, 300), shared))
+    return out
+
+
+@pytest.mark.parametrize("num_blocks", [27_000, 150])  # ample, and tight enough to preempt
+def test_fast_replay_gives_the_same_timings(num_blocks: int) -> None:
+    params = EngineParams(num_blocks=num_blocks, max_model_len=1000)
+    requests = _requests(3, 120)
+    slow = replay(requests, params, fast=False)
+    fast = replay(requests, params, fast=True)
+    assert (slow.engine.stats().preemptions > 0) == (num_blocks < 1000)
+    assert len(fast.steps) < len(slow.steps)  # it did skip steps
+    assert fast.timings.keys() == slow.timings.keys()
+    for rid, timing in slow.timings.items():
+        assert fast.timings[rid].token_s == pytest.approx(timing.token_s, abs=1e-9)
+        assert fast.timings[rid].preemptions == timing.preemptions
+    assert fast.engine.stats().generation_tokens == slow.engine.stats().generation_tokens
+    assert fast.engine.stats().steps == slow.engine.stats().steps
+
+
+def test_it_stops_before_the_next_arrival_and_before_a_sequence_finishes() -> None:
+    engine = Engine(EngineParams())
+    engine.add(Request("a", 16, 50, 0.0))
+    engine.begin_step()
+    engine.end_step(0.01)  # prefill done, first token out
+    assert engine.fast_forward(0.01, 0.01) == 0.01  # nothing starts before the arrival
+    clock = engine.fast_forward(0.01, 1e9)
+    timing = engine.timing("a")
+    assert timing is not None and len(timing.token_s) == 49  # the last token is left
+    assert clock == timing.token_s[-1]
+    engine.add(Request("b", 16, 5, clock))
+    assert engine.fast_forward(clock, 1e9) == clock  # a waiting request: ordinary steps
