@@ -222,6 +222,11 @@ class Engine:
     def idle(self) -> bool:
         return not self._running and not self._waiting
 
+    @property
+    def load(self) -> int:
+        """Requests running or waiting (what a load-aware router balances)."""
+        return len(self._running) + len(self._waiting)
+
     def stats(self) -> EngineStats:
         return EngineStats(
             running=len(self._running),
@@ -286,40 +291,52 @@ class Engine:
                 finished.append(self._finish(sequence, now))
         return StepResult(tuple(tokens), tuple(finished))
 
-    def fast_forward(self, now: float, until_s: float) -> float:
-        """Runs, in one call, the decode-only steps that would start before ``until_s``
-        (the caller's next arrival) and that neither finish a sequence, preempt one nor
-        admit one: exactly the steps ``begin_step``/``end_step`` would run, without their
-        per-step bookkeeping. Returns the clock after them (``now`` when none can run).
-        A simulator uses it to cross long decode stretches; the emulator does not."""
-        running = self._running
-        if self._in_step is not None or self._waiting or not running:
-            return now
-        if len(running) > self.params.max_batched_tokens or not all(s.decoding for s in running):
-            return now
-        # The step that finishes a sequence goes through the ordinary path.
-        most = min(s.request.output_tokens - s.generated for s in running) - 1
-        most = min(most, self._steps_with_blocks(most))
-        batch = len(running)
-        context = sum(s.num_tokens for s in running)
-        ends: list[float] = []
+    def fast_forward(self, now: float, until_s: float) -> tuple[float, list[RequestTiming]]:
+        """Runs, in one call, the decode-only steps that start before ``until_s`` (the
+        caller's next arrival), as long as no request waits and no step would preempt:
+        exactly the steps ``begin_step``/``end_step`` would run, priced per stretch between
+        two finishes instead of per step. Returns the clock after them (``now`` when none
+        could run) and the requests they finished. A simulator uses it to cross decode
+        stretches; the emulator, which streams every token, does not."""
         clock = now
-        while len(ends) < most and clock < until_s:
-            clock += self.params.step_cost_s(0, batch, context)
-            context += batch
-            ends.append(clock)
-        steps = len(ends)
-        if steps == 0:
-            return now
-        size = self.params.block_size
-        for sequence in running:
-            sequence.computed += steps
-            sequence.generated += steps
-            self._take_blocks(sequence, -(-sequence.computed // size) - sequence.blocks)
-            sequence.timing.token_s.extend(ends)
-        self._generation_tokens += steps * batch
-        self._steps += steps
-        return clock
+        finished: list[RequestTiming] = []
+        running = self._running
+        while clock < until_s and self._decoding_only():
+            # Up to and including the next step that finishes a sequence.
+            most = min(s.request.output_tokens - s.generated for s in running)
+            most = self._steps_with_blocks(most)
+            batch = len(running)
+            context = sum(s.num_tokens for s in running)
+            ends: list[float] = []
+            while len(ends) < most and clock < until_s:
+                clock += self.params.step_cost_s(0, batch, context)
+                context += batch
+                ends.append(clock)
+            if not ends:
+                break
+            size = self.params.block_size
+            for sequence in running:
+                sequence.computed += len(ends)
+                sequence.generated += len(ends)
+                self._take_blocks(sequence, -(-sequence.computed // size) - sequence.blocks)
+                sequence.timing.token_s.extend(ends)
+            self._generation_tokens += len(ends) * batch
+            self._steps += len(ends)
+            for sequence in [s for s in running if s.generated == s.request.output_tokens]:
+                finished.append(self._finish(sequence, clock))
+            if len(ends) < most:
+                break  # the next arrival comes first
+        return clock, finished
+
+    def _decoding_only(self) -> bool:
+        """Every running sequence decodes, nothing waits, and one step takes them all."""
+        running = self._running
+        return (
+            self._in_step is None
+            and not self._waiting
+            and 0 < len(running) <= self.params.max_batched_tokens
+            and all(s.decoding for s in running)
+        )
 
     def _steps_with_blocks(self, most: int) -> int:
         """The most decode steps (up to ``most``) the free blocks allow every running
@@ -330,6 +347,8 @@ class Engine:
             return sum(-(-(s.computed + steps) // size) - s.blocks for s in self._running)
 
         low, high = 0, max(0, most)
+        if needed(high) <= self.cache.available:
+            return high  # the usual case: one pass
         while low < high:
             mid = (low + high + 1) // 2
             if needed(mid) <= self.cache.available:

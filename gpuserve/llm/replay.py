@@ -48,8 +48,9 @@ def replay(
             next_arrival += 1
         if fast:
             until = queue[next_arrival].arrival_s if next_arrival < len(queue) else math.inf
-            clock = engine.fast_forward(clock, until)
-            if clock >= until:
+            clock, done = engine.fast_forward(clock, until)
+            timings.update((timing.request_id, timing) for timing in done)
+            if engine.idle or clock >= until:
                 continue  # an arrival came during the stretch: it joins the next step
         plan = engine.begin_step()
         if plan is None:  # cannot happen: the engine holds a request it can admit

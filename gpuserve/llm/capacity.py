@@ -1,0 +1,159 @@
+"""How many requests per second one LLM replica sustains within its token objectives.
+
+A mean-value model of the engine in ``gpuserve.llm.engine``, priced by the same cost rule
+(``EngineParams.step_cost_s``). At a request rate ``r``, with mean uncached prompt ``u``
+tokens, mean output ``o`` tokens and a mean context of ``prompt + o / 2`` while decoding:
+
+* each request adds ``w = step_cost_s(u, o, o * context) - decode_base_s`` seconds of engine
+  work beyond the fixed cost per step, so the load is ``rho = r * w`` and a step lasts on
+  average ``T = decode_base_s / (1 - rho)`` (the fixed cost is shared by ever larger
+  batches as the load grows; at ``rho`` = 1 the engine cannot keep up);
+* ``r * o * T`` sequences decode at once (Little's law) and hold ``context`` tokens each:
+  the KV cache's occupancy and the running-sequence bound are the second limits;
+* a request's time per output token is the mean step over its life; its time to first
+  token is the step in progress (which may be prefilling a long prompt too) plus its own
+  prefill, chunked by ``max_batched_tokens``.
+
+Percentiles: the arrivals during one request's life are Poisson, so at the objectives'
+quantile the load over that life is ``rho * (1 + z / sqrt(r * o * T))`` (``z`` the normal
+quantile), and the prompt is the observed prompt length at that quantile. The rate is the
+largest for which every limit holds (each grows with the rate: found by bisection).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Literal
+
+from gpuserve.llm.params import EngineParams
+
+Limit = Literal["ttft", "tpot", "kv-cache", "running", "unreachable"]
+# KV-cache occupancy (at the quantile) a plan may use: beyond it the engine starts to
+# preempt sequences, which recompute their whole context.
+KV_LIMIT = 0.9
+_BISECTIONS = 50
+
+
+@dataclass(frozen=True, slots=True)
+class TokenObjectives:
+    """Time to first token and time per output token, each met by ``quantile`` of the
+    requests."""
+
+    ttft_s: float
+    tpot_s: float
+    quantile: float = 0.99
+
+    def __post_init__(self) -> None:
+        for name in ("ttft_s", "tpot_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}: must be positive, got {getattr(self, name)}")
+        if not 0.5 <= self.quantile < 1:
+            raise ValueError(f"quantile: must be in [0.5, 1), got {self.quantile}")
+
+
+@dataclass(frozen=True, slots=True)
+class LoadShape:
+    """The token mix of a service's requests, as observed."""
+
+    prompt_mean: float
+    prompt_high: float  # prompt tokens at the objectives' quantile
+    output_mean: float
+    prefix_hit_rate: float = 0.0  # share of prompt tokens found in the prefix cache
+
+    def __post_init__(self) -> None:
+        for name in ("prompt_mean", "prompt_high", "output_mean"):
+            if not getattr(self, name) >= 1:
+                raise ValueError(f"{name}: must be at least 1 token, got {getattr(self, name)}")
+        if not 0 <= self.prefix_hit_rate < 1:
+            raise ValueError(f"prefix_hit_rate: must be in [0, 1), got {self.prefix_hit_rate}")
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """What the model expects of one replica at ``rate`` requests/s."""
+
+    rate: float
+    step_s: float  # mean step
+    ttft_s: float  # at the quantile
+    tpot_s: float  # at the quantile
+    kv_usage: float  # at the quantile
+    running: float  # at the quantile
+
+    def broken(self, objectives: TokenObjectives, params: EngineParams) -> Limit | None:
+        """The first limit this load breaks, None when it keeps them all."""
+        if self.ttft_s > objectives.ttft_s:
+            return "ttft"
+        if self.tpot_s > objectives.tpot_s:
+            return "tpot"
+        if self.kv_usage > KV_LIMIT:
+            return "kv-cache"
+        if self.running > params.max_running:
+            return "running"
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaCapacity:
+    """The sustainable rate, the limit that sets it, and the model's figures there."""
+
+    rate: float
+    limit: Limit
+    at_rate: Prediction
+
+
+def predict(params: EngineParams, shape: LoadShape, quantile: float, rate: float) -> Prediction:
+    """The model's figures for one replica serving ``rate`` requests/s."""
+    z = max(0.0, NormalDist().inv_cdf(quantile))
+    uncached_high = shape.prompt_high * (1.0 - shape.prefix_hit_rate)
+    output = shape.output_mean
+    work, context = _per_request(params, shape)
+    rho = rate * work
+    if rho >= 1.0:
+        return Prediction(rate, math.inf, math.inf, math.inf, math.inf, math.inf)
+    step = params.decode_base_s / (1.0 - rho)
+    decoding = rate * output * step
+    # Load over one request's life at the quantile (Poisson arrivals during it).
+    rho_high = rho * (1.0 + z / math.sqrt(max(1.0, decoding)))
+    step_high = params.decode_base_s / (1.0 - rho_high) if rho_high < 1.0 else math.inf
+    chunks = max(1, math.ceil(uncached_high / params.max_batched_tokens))
+    # The step in progress may itself be prefilling a long prompt; then its own chunks.
+    first_chunk = min(uncached_high, params.max_batched_tokens)
+    ttft = step_high * (1 + chunks) + params.prefill_s_per_token * (first_chunk + uncached_high)
+    running_high = decoding + z * math.sqrt(decoding)
+    kv = running_high * context / params.capacity_tokens
+    return Prediction(rate, step, ttft, step_high, kv, running_high)
+
+
+def replica_capacity(
+    params: EngineParams, shape: LoadShape, objectives: TokenObjectives
+) -> ReplicaCapacity:
+    """The largest request rate one replica serves within ``objectives``."""
+    low, high = 0.0, _saturation(params, shape)
+    floor = predict(params, shape, objectives.quantile, high * 1e-9)
+    if floor.broken(objectives, params) is not None:
+        return ReplicaCapacity(0.0, "unreachable", floor)
+    for _ in range(_BISECTIONS):
+        mid = (low + high) / 2.0
+        if predict(params, shape, objectives.quantile, mid).broken(objectives, params) is None:
+            low = mid
+        else:
+            high = mid
+    beyond = predict(params, shape, objectives.quantile, high).broken(objectives, params)
+    return ReplicaCapacity(low, beyond or "ttft", predict(params, shape, objectives.quantile, low))
+
+
+def _saturation(params: EngineParams, shape: LoadShape) -> float:
+    """The rate at which the engine's work per second reaches 1 (no limit is above it)."""
+    work, _ = _per_request(params, shape)
+    return 1.0 / work if work > 0 else 1e9
+
+
+def _per_request(params: EngineParams, shape: LoadShape) -> tuple[float, float]:
+    """(engine seconds one request adds beyond the fixed cost per step, its mean context
+    while decoding)."""
+    uncached = shape.prompt_mean * (1.0 - shape.prefix_hit_rate)
+    output = shape.output_mean
+    context = shape.prompt_mean + output / 2.0
+    return params.step_cost_s(uncached, output, output * context) - params.decode_base_s, context

@@ -1,0 +1,163 @@
+"""The autoscaling rule for LLM services: replicas from token objectives and the capacity
+model, returning the operator's ``Decision``.
+
+Pure and deterministic like ``gpuserve.autoscaling.deciding.decide``, which dispatches
+here for LLM formats. Per evaluation:
+
+1. The token mix and prefix-hit rate of the stable window (``LoadShape``) give each class's
+   sustainable rate per replica (``replica_capacity``), used up to ``utilization``.
+2. Demand is the larger of the stable and the recent request rate, plus the recent rise
+   carried one start-up time ahead (a replica takes about ``startup_s`` to serve), plus the
+   requests waiting in the engines, admitted within ``queue_budget_s``.
+3. Measured TTFT (at the quantile) or TPOT (mean gap) over its objective, with no replica
+   starting, asks for one more replica than are ready (the model missed something).
+4. Growth is immediate; shrinking follows the largest need over ``scale_down_window_s``,
+   kept in the policy memory as the operator keeps it in status.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from gpuserve.autoscaling.allocating import allocate
+from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory, added_up
+from gpuserve.autoscaling.pools import PoolState
+from gpuserve.llm.capacity import LoadShape, TokenObjectives, replica_capacity
+from gpuserve.llm.observing import Observation
+from gpuserve.llm.params import EngineParams
+
+
+@dataclass(frozen=True, slots=True)
+class LLMPolicy:
+    """What the rule needs from the service's spec and its classes."""
+
+    objectives: TokenObjectives
+    params: EngineParams = field(default_factory=EngineParams)  # a class not in by_class
+    by_class: Mapping[str, EngineParams] = field(default_factory=dict)
+    fallback_shape: LoadShape = field(  # before any measurement
+        default_factory=lambda: LoadShape(1000.0, 4000.0, 200.0)
+    )
+    min_replicas: int = 1
+    max_replicas: int = 100
+    utilization: float = 0.85  # share of the modelled capacity to plan on
+    startup_s: float = 45.0
+    queue_budget_s: float = 10.0
+    scale_down_window_s: float = 300.0
+    max_sample_age_s: float = 60.0
+
+    def params_for(self, class_name: str) -> EngineParams:
+        return self.by_class.get(class_name, self.params)
+
+
+def decide_llm(
+    *,
+    policy: LLMPolicy,
+    stable: Observation | None,
+    recent: Observation | None,
+    pools: PoolState,
+    now: float,
+    memory: PolicyMemory,
+) -> Decision:
+    """How many serving replicas the LLM service needs now, and how to get there."""
+    committed = pools.committed
+    if stable is None or recent is None:
+        return _decision(policy, pools, memory, now, "hold", committed, "no metrics yet", {})
+    age = now - recent.at
+    if age > policy.max_sample_age_s:
+        why = f"metrics stale: newest window ended {age:.0f}s ago"
+        return _decision(policy, pools, memory, now, "hold", committed, why, {})
+    shape = stable.shape or recent.shape or policy.fallback_shape
+    caps = {
+        pool.name: replica_capacity(policy.params_for(pool.name), shape, policy.objectives)
+        for pool in pools.classes
+    }
+    reference = caps[pools.classes[0].name] if pools.classes else None
+    per_replica = (reference.rate if reference else 0.0) * policy.utilization
+    rise = max(0.0, recent.rate - stable.rate)
+    demand = max(stable.rate, recent.rate) + rise * min(1.0, policy.startup_s / stable.window_s)
+    backlog = recent.waiting / policy.queue_budget_s
+    signals = {
+        "capacityPerReplica": per_replica,
+        "demand": demand,
+        "backlogRate": backlog,
+        "promptMean": shape.prompt_mean,
+        "outputMean": shape.output_mean,
+        "prefixHitRate": shape.prefix_hit_rate,
+        "kvUsage": recent.kv_usage,
+        "waiting": recent.waiting,
+    }
+    if per_replica <= 0:
+        limit = reference.limit if reference else "no class"
+        why = f"objectives unreachable on one replica ({limit}): holding"
+        return _decision(policy, pools, memory, now, "hold", committed, why, signals)
+    need = math.ceil((demand + backlog) / per_replica - 1e-9)
+    reason = (
+        f"{demand:.2f} req/s + backlog {backlog:.2f} req/s at {per_replica:.2f} req/s per "
+        f"replica ({reference.limit if reference else ''}-bound)"
+    )
+    over = _over_objective(policy.objectives, recent)
+    mode: Mode = "steady"
+    if over and pools.starting == 0 and pools.serving_ready + 1 > need:
+        need = pools.serving_ready + 1
+        reason += f"; measured {over} over its objective: one more replica"
+        mode = "panic"
+    since = now - policy.scale_down_window_s
+    kept = (*((t, n) for t, n in memory.recommendations if t > since), (now, need))
+    target = need if need >= committed else max(n for _, n in kept)
+    signals["need"] = float(need)
+    memory = PolicyMemory(
+        recommendations=kept,
+        since=memory.since if memory.since is not None else now,
+        last_scale_up=memory.last_scale_up,
+        last_scale_down=memory.last_scale_down,
+        panic_until=memory.panic_until,
+        surges=memory.surges,
+    )
+    return _decision(policy, pools, memory, now, mode, target, reason, signals)
+
+
+def _over_objective(objectives: TokenObjectives, recent: Observation) -> str | None:
+    if recent.ttft_high_s is not None and recent.ttft_high_s > objectives.ttft_s:
+        return "TTFT"
+    # vLLM's TPOT histogram holds single gaps, whose tail is the steps that prefilled a
+    # long prompt; the objective is a request's mean gap, so the mean is compared.
+    if recent.tpot_mean_s is not None and recent.tpot_mean_s > objectives.tpot_s:
+        return "TPOT"
+    return None
+
+
+def _decision(
+    policy: LLMPolicy,
+    pools: PoolState,
+    memory: PolicyMemory,
+    now: float,
+    mode: Mode,
+    target: int,
+    reason: str,
+    signals: dict[str, float],
+) -> Decision:
+    committed = pools.committed
+    bounded = max(policy.min_replicas, min(policy.max_replicas, target))
+    actions, unplaced = allocate(pools, bounded)
+    desired = committed + added_up(actions).delta
+    if unplaced:
+        reason += f"; {unplaced} pods could not be placed (no free capacity in any class)"
+    signals["desired"] = float(desired)
+    return Decision(
+        mode=mode,
+        current_replicas=committed,
+        desired_replicas=desired,
+        actions=actions,
+        reason=reason,
+        memory=PolicyMemory(
+            recommendations=memory.recommendations,
+            since=memory.since,
+            last_scale_up=now if desired > committed else memory.last_scale_up,
+            last_scale_down=now if desired < committed else memory.last_scale_down,
+            panic_until=memory.panic_until,
+            surges=memory.surges,
+        ),
+        signals=signals,
+    )

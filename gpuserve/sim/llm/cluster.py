@@ -1,0 +1,467 @@
+"""Token-level simulation of N LLM replicas behind a router, resized by a scaler.
+
+Each replica runs the engine model of ``gpuserve.llm.engine`` on a virtual clock, step by
+step while requests arrive or prefill and in one stretch (``Engine.fast_forward``) while
+its batch only decodes. The event loop merges the sorted arrivals with a heap of replica
+steps, replica start-ups and scrapes, so the cost is per step that changes the batch, not
+per token.
+
+* Routing: ``random`` (a Kubernetes Service) or ``prefix``: the replica holding the
+  longest cached prefix of the request, among those whose load (running + waiting) is
+  within ``load_bound`` times the mean plus one; ties go to the least loaded.
+* Replicas take ``startup_s`` from creation to serving (instantly for the oracle); a
+  removed one leaves the router at once and drains its requests. A replica holds its GPU
+  from creation until drained: GPU-seconds count all of that.
+* Every ``scrape_interval_s`` the replicas' vLLM-named metrics are scraped as samples
+  (``gpuserve.llm.observing``), and the scaler is called with the snapshots so far.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from gpuserve.llm import metrics as vllm
+from gpuserve.llm.capacity import TokenObjectives
+from gpuserve.llm.engine import Engine, Request, RequestTiming
+from gpuserve.llm.kvcache import chain_keys
+from gpuserve.llm.observing import VllmSnapshot, snapshot_from_samples
+from gpuserve.llm.params import EngineParams
+from gpuserve.sim.llm.traces import TokenTrace
+
+Routing = Literal["random", "prefix"]
+_TICK, _READY, _SCRAPE, _EVAL = 0, 1, 2, 3
+_TTFT, _TPOT = vllm.TIME_TO_FIRST_TOKEN.name, vllm.TIME_PER_OUTPUT_TOKEN.name
+_PROMPTS, _OUTPUTS = "vllm:request_prompt_tokens", "vllm:request_generation_tokens"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    params: EngineParams
+    objectives: TokenObjectives
+    startup_s: float = 45.0
+    scrape_interval_s: float = 5.0
+    routing: Routing = "random"
+    load_bound: float = 1.25
+    initial_replicas: int = 1
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """What a scaler sees: the clock, the replicas, and every scrape so far."""
+
+    now: float
+    serving: int  # ready replicas in the router
+    starting: int
+    snapshots: Sequence[VllmSnapshot]
+
+    @property
+    def committed(self) -> int:
+        return self.serving + self.starting
+
+
+class ClusterScaler:
+    """A scaler: called every ``interval_s`` (first at ``offset_s``) with the view, it
+    returns the replicas it wants (serving + starting), or None to leave them."""
+
+    name = "scaler"
+    interval_s = 15.0
+    offset_s = 1.0
+    instant = False  # new replicas serve at once (the oracle only)
+
+    def target(self, view: ClusterView) -> int | None:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class RequestOutcome:
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int
+    ttft_s: float
+    tpot_s: float  # mean gap between output tokens (0 with one token)
+    cached_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterRun:
+    policy: str
+    objectives: TokenObjectives
+    outcomes: tuple[RequestOutcome, ...]  # in arrival order
+    gpu_seconds: float
+    replicas: tuple[tuple[float, int], ...]  # (time, serving + starting) after each change
+    prefix_queried: int
+    prefix_hits: int
+    preemptions: int
+
+    def met(self, outcome: RequestOutcome) -> bool:
+        return (
+            outcome.ttft_s <= self.objectives.ttft_s + 1e-12
+            and outcome.tpot_s <= self.objectives.tpot_s + 1e-12
+        )
+
+    def attainment(self, start: float = -math.inf, end: float = math.inf) -> float:
+        chosen = [o for o in self.outcomes if start <= o.arrival_s < end]
+        return sum(map(self.met, chosen)) / len(chosen) if chosen else 1.0
+
+    def ttft_attainment(self) -> float:
+        ok = sum(o.ttft_s <= self.objectives.ttft_s + 1e-12 for o in self.outcomes)
+        return ok / len(self.outcomes) if self.outcomes else 1.0
+
+    def tpot_attainment(self) -> float:
+        ok = sum(o.tpot_s <= self.objectives.tpot_s + 1e-12 for o in self.outcomes)
+        return ok / len(self.outcomes) if self.outcomes else 1.0
+
+    def ttft_percentile(self, q: float) -> float:
+        values = sorted(o.ttft_s for o in self.outcomes)
+        return values[min(len(values) - 1, int(q / 100 * len(values)))] if values else math.nan
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.gpu_seconds / 3600.0
+
+    @property
+    def hit_rate(self) -> float:
+        return self.prefix_hits / self.prefix_queried if self.prefix_queried else 0.0
+
+    def goodput_per_gpu(self) -> float:
+        """Output tokens of requests within both objectives, per GPU-second."""
+        good = sum(o.output_tokens for o in self.outcomes if self.met(o))
+        return good / self.gpu_seconds if self.gpu_seconds > 0 else 0.0
+
+
+class _Replica:
+    __slots__ = ("created", "draining", "engine", "gone", "in_step", "index", "ready", "ticking")
+
+    def __init__(self, index: int, params: EngineParams, created: float, ready: float) -> None:
+        self.index = index
+        self.engine = Engine(params)
+        self.created = created
+        self.ready = ready
+        self.gone: float | None = None
+        self.draining = False
+        self.in_step = False  # a planned step ends at the pending tick
+        self.ticking = False  # a tick is pending
+
+    @property
+    def load(self) -> int:
+        return self.engine.load
+
+
+class _Histogram:
+    """Bucket counts and sum of one histogram, over the whole cluster."""
+
+    __slots__ = ("bounds", "counts", "edges", "total")
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        self.bounds = tuple(bounds)
+        self.edges = np.asarray(self.bounds)
+        self.counts = [0.0] * (len(bounds) + 1)
+        self.total = 0.0
+
+    def add(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.total += value
+
+    def add_many(self, values: npt.NDArray[np.float64]) -> None:
+        index = np.searchsorted(self.edges, values, side="left")
+        for bucket, count in enumerate(np.bincount(index, minlength=len(self.counts))):
+            self.counts[bucket] += float(count)
+        self.total += float(values.sum())
+
+    def samples(self, name: str) -> list[tuple[str, dict[str, str], float]]:
+        out: list[tuple[str, dict[str, str], float]] = []
+        cumulative = 0.0
+        for bound, count in zip((*self.bounds, math.inf), self.counts, strict=True):
+            cumulative += count
+            le = "+Inf" if math.isinf(bound) else str(bound)
+            out.append((f"{name}_bucket", {"le": le}, cumulative))
+        out.append((f"{name}_sum", {}, self.total))
+        out.append((f"{name}_count", {}, cumulative))
+        return out
+
+
+@dataclass
+class _Counters:
+    """Counters of the replicas that left (live ones are read from their engines)."""
+
+    gone_queried: int = 0
+    gone_hits: int = 0
+    gone_preemptions: int = 0
+
+
+def simulate_cluster(
+    config: ClusterConfig,
+    trace: TokenTrace,
+    scaler: ClusterScaler,
+    *,
+    on_scrape: Callable[[float], None] | None = None,
+) -> ClusterRun:
+    """Serves every request of ``trace`` and returns what happened."""
+    return _Simulation(config, trace, scaler).run(on_scrape)
+
+
+class _Simulation:
+    def __init__(self, config: ClusterConfig, trace: TokenTrace, scaler: ClusterScaler) -> None:
+        hashed = bool(trace.requests) and bool(trace.requests[0].block_hashes)
+        if hashed and trace.block_size != config.params.block_size:
+            raise ValueError(
+                f"params.block_size: {config.params.block_size} differs from the "
+                f"trace's {trace.block_size}-token hash blocks"
+            )
+        self.config = config
+        self.trace = trace
+        self.scaler = scaler
+        self.rng = random.Random(config.seed)
+        self.replicas: list[_Replica] = []
+        self.heap: list[tuple[float, int, int, int]] = []
+        self.sequence = 0
+        self.timings: dict[str, RequestTiming] = {}
+        self.first_tokens: dict[str, float] = {}
+        self.counters = _Counters()
+        sizes = vllm.one_two_five_buckets(config.params.max_model_len)
+        self.histograms = {
+            _TTFT: _Histogram(vllm.TTFT_BUCKETS),
+            _TPOT: _Histogram(vllm.TPOT_BUCKETS),
+            _PROMPTS: _Histogram(sizes),
+            _OUTPUTS: _Histogram(sizes),
+        }
+        self.next_scrape = 0.0
+        self.snapshots: list[VllmSnapshot] = []
+        self.size_log: list[tuple[float, int]] = []
+        self.next_arrival = 0
+        for _ in range(config.initial_replicas):
+            self._add_replica(0.0, instant=True)
+        self._push(0.0, _SCRAPE, -1)
+        if scaler.interval_s > 0:
+            self._push(scaler.offset_s, _EVAL, -1)
+
+    # ------------------------------------------------------------------ loop
+    def run(self, on_scrape: Callable[[float], None] | None) -> ClusterRun:
+        requests = self.trace.requests
+        while self.next_arrival < len(requests) or self._busy():
+            arrival = (
+                requests[self.next_arrival].arrival_s
+                if self.next_arrival < len(requests)
+                else math.inf
+            )
+            if self.heap and self.heap[0][0] < arrival:
+                at, _, kind, index = heapq.heappop(self.heap)
+                if kind == _TICK:
+                    self._tick(self.replicas[index], at)
+                elif kind == _SCRAPE:
+                    self._scrape(at)
+                    if on_scrape is not None:
+                        on_scrape(at)
+                elif kind == _EVAL:
+                    self._evaluate(at)
+            else:
+                self._arrive(arrival)
+        return self._result()
+
+    def _busy(self) -> bool:
+        return any(not r.engine.idle for r in self.replicas if r.gone is None)
+
+    def _push(self, at: float, kind: int, index: int) -> None:
+        self.sequence += 1
+        heapq.heappush(self.heap, (at, self.sequence, kind, index))
+
+    # ------------------------------------------------------------------ requests
+    def _arrive(self, now: float) -> None:
+        given = self.trace.requests[self.next_arrival]
+        self.next_arrival += 1
+        serving = [r for r in self.replicas if r.gone is None and not r.draining and r.ready <= now]
+        if not serving:  # nothing ready yet: the soonest to be (requests queue at it)
+            serving = [min((r for r in self.replicas if r.gone is None), key=lambda r: r.ready)]
+        replica = self._route(serving, given.block_hashes)
+        rid = str(self.next_arrival - 1)
+        replica.engine.add(
+            Request(rid, given.prompt_tokens, given.output_tokens, now, given.block_hashes)
+        )
+        if not replica.ticking:
+            self._schedule_tick(replica, max(now, replica.ready))
+
+    def _route(self, serving: list[_Replica], hashes: tuple[int, ...]) -> _Replica:
+        if self.config.routing == "random" or not hashes or len(serving) == 1:
+            return serving[self.rng.randrange(len(serving))]
+        keys = chain_keys(hashes)
+        mean = sum(r.load for r in serving) / len(serving)
+        allowed = [r for r in serving if r.load <= self.config.load_bound * mean + 1]
+        return max(allowed, key=lambda r: (r.engine.cache.match(keys), -r.load, -r.index))
+
+    def _schedule_tick(self, replica: _Replica, at: float) -> None:
+        replica.ticking = True
+        self._push(at, _TICK, replica.index)
+
+    def _tick(self, replica: _Replica, now: float) -> None:
+        replica.ticking = False
+        engine = replica.engine
+        if replica.in_step:
+            replica.in_step = False
+            result = engine.end_step(now)
+            for token in result.tokens:
+                if token.index == 0:
+                    self.histograms[_TTFT].add(token.gap_s)
+            for timing in result.finished:
+                self._finish(timing)
+        # Gauges are read at scrapes: a stretch does not cross one.
+        until = min(self._next_arrival_time(), self.next_scrape)
+        clock, finished = engine.fast_forward(now, until)
+        for timing in finished:
+            self._finish(timing)
+        if clock > now:
+            self._schedule_tick(replica, clock)
+            return
+        plan = engine.begin_step()
+        if plan is not None:
+            replica.in_step = True
+            self._schedule_tick(replica, now + plan.cost_s)
+        elif replica.draining:
+            self._retire(replica, now)
+
+    def _next_arrival_time(self) -> float:
+        requests = self.trace.requests
+        return (
+            requests[self.next_arrival].arrival_s if self.next_arrival < len(requests) else math.inf
+        )
+
+    def _finish(self, timing: RequestTiming) -> None:
+        self.timings[timing.request_id] = timing
+        tokens = timing.token_s
+        if len(tokens) > 1:
+            self.histograms[_TPOT].add_many(np.diff(np.asarray(tokens)))
+        self.histograms[_PROMPTS].add(float(timing.prompt_tokens))
+        self.histograms[_OUTPUTS].add(float(len(tokens)))
+
+    # ------------------------------------------------------------------ replicas
+    def _committed(self) -> int:
+        return sum(1 for r in self.replicas if r.gone is None and not r.draining)
+
+    def _add_replica(self, now: float, *, instant: bool) -> None:
+        ready = now if instant else now + self.config.startup_s
+        replica = _Replica(len(self.replicas), self.config.params, now, ready)
+        self.replicas.append(replica)
+        if ready > now:
+            self._push(ready, _READY, replica.index)
+
+    def _remove_one(self, now: float) -> None:
+        live = [r for r in self.replicas if r.gone is None and not r.draining]
+        # Starting replicas first (they serve nobody yet), then the newest serving one.
+        victim = max(live, key=lambda r: (r.ready > now, r.created))
+        victim.draining = True
+        if victim.engine.idle and not victim.ticking:
+            self._retire(victim, now)
+
+    def _retire(self, replica: _Replica, now: float) -> None:
+        replica.gone = now
+        stats = replica.engine.stats()
+        self.counters.gone_queried += stats.prefix_queried_tokens
+        self.counters.gone_hits += stats.prefix_hit_tokens
+        self.counters.gone_preemptions += stats.preemptions
+
+    def _resize(self, target: int, now: float, instant: bool) -> None:
+        target = max(1, target)
+        committed = self._committed()
+        for _ in range(target - committed):
+            self._add_replica(now, instant=instant)
+        for _ in range(committed - target):
+            self._remove_one(now)
+        if target != committed:
+            self.size_log.append((now, target))
+
+    # ------------------------------------------------------------------ metrics
+    def _scrape(self, now: float) -> None:
+        self.snapshots.append(snapshot_from_samples(now, self._samples()))
+        self.next_scrape = now + self.config.scrape_interval_s
+        if self._busy() or self.next_arrival < len(self.trace.requests):
+            self._push(self.next_scrape, _SCRAPE, -1)
+
+    def _evaluate(self, now: float) -> None:
+        serving = sum(
+            1 for r in self.replicas if r.gone is None and not r.draining and r.ready <= now
+        )
+        view = ClusterView(now, serving, self._committed() - serving, self.snapshots)
+        wanted = self.scaler.target(view)
+        if wanted is not None:
+            self._resize(wanted, now, self.scaler.instant)
+        if self._busy() or self.next_arrival < len(self.trace.requests):
+            self._push(now + self.scaler.interval_s, _EVAL, -1)
+
+    def _samples(self) -> list[tuple[str, dict[str, str], float]]:
+        counters = self.counters
+        queried, hits, preempted = (
+            counters.gone_queried,
+            counters.gone_hits,
+            counters.gone_preemptions,
+        )
+        samples: list[tuple[str, dict[str, str], float]] = []
+        for replica in self.replicas:
+            if replica.gone is not None:
+                continue
+            stats = replica.engine.stats()
+            queried += stats.prefix_queried_tokens
+            hits += stats.prefix_hit_tokens
+            preempted += stats.preemptions
+            label = {"replica": str(replica.index)}
+            samples += [
+                (vllm.NUM_REQUESTS_RUNNING.name, label, float(stats.running)),
+                (vllm.NUM_REQUESTS_WAITING.name, label, float(stats.waiting)),
+                (vllm.KV_CACHE_USAGE.name, label, stats.kv_usage),
+            ]
+        samples += [
+            (vllm.PREFIX_CACHE_QUERIES.name, {}, float(queried)),
+            (vllm.PREFIX_CACHE_HITS.name, {}, float(hits)),
+            (vllm.NUM_PREEMPTIONS.name, {}, float(preempted)),
+        ]
+        for name, histogram in self.histograms.items():
+            samples += histogram.samples(name)
+        return samples
+
+    # ------------------------------------------------------------------ result
+    def _result(self) -> ClusterRun:
+        end = max((t.token_s[-1] for t in self.timings.values()), default=0.0)
+        outcomes = []
+        for index, given in enumerate(self.trace.requests):
+            timing = self.timings[str(index)]
+            tokens = timing.token_s
+            tpot = (tokens[-1] - tokens[0]) / (len(tokens) - 1) if len(tokens) > 1 else 0.0
+            outcomes.append(
+                RequestOutcome(
+                    given.arrival_s,
+                    given.prompt_tokens,
+                    given.output_tokens,
+                    tokens[0] - given.arrival_s,
+                    tpot,
+                    timing.cached_tokens,
+                )
+            )
+        gpu = sum((r.gone if r.gone is not None else end) - r.created for r in self.replicas)
+        counters = self.counters
+        queried = counters.gone_queried + sum(
+            r.engine.stats().prefix_queried_tokens for r in self.replicas if r.gone is None
+        )
+        hits = counters.gone_hits + sum(
+            r.engine.stats().prefix_hit_tokens for r in self.replicas if r.gone is None
+        )
+        preempted = counters.gone_preemptions + sum(
+            r.engine.stats().preemptions for r in self.replicas if r.gone is None
+        )
+        return ClusterRun(
+            self.scaler.name,
+            self.config.objectives,
+            tuple(outcomes),
+            gpu,
+            tuple(self.size_log),
+            queried,
+            hits,
+            preempted,
+        )

@@ -1,0 +1,199 @@
+"""The scalers compared on LLM traffic: gpuserve's rule and what LLM platforms use today.
+
+Each reads only the vLLM-named metrics the cluster scrapes (``ClusterView.snapshots``), as
+its real counterpart reads Prometheus. docs/llm.md describes each baseline and its source.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gpuserve.autoscaling.decision import PolicyMemory
+from gpuserve.autoscaling.pools import ClassPool, PoolState
+from gpuserve.llm import metrics as vllm
+from gpuserve.llm.capacity import TokenObjectives, replica_capacity
+from gpuserve.llm.deciding import LLMPolicy, decide_llm
+from gpuserve.llm.observing import Observation, VllmSnapshot, observe
+from gpuserve.sim.llm.cluster import ClusterScaler, ClusterView
+
+CLASS = "gpu"  # one accelerator class in these runs
+
+
+def _at_or_before(snapshots: Sequence[VllmSnapshot], at: float) -> VllmSnapshot | None:
+    """The newest snapshot taken at or before ``at`` (scrapes are sorted by time)."""
+    for snapshot in reversed(snapshots):
+        if snapshot.at <= at + 1e-9:
+            return snapshot
+    return None
+
+
+def window(view: ClusterView, seconds: float, quantile: float) -> Observation | None:
+    """The last ``seconds`` of scrapes as one observation (shorter at the very start)."""
+    if len(view.snapshots) < 2:
+        return None
+    latest = view.snapshots[-1]
+    earlier = _at_or_before(view.snapshots, latest.at - seconds) or view.snapshots[0]
+    return observe(earlier, latest, quantile)
+
+
+@dataclass
+class GpuserveLLM(ClusterScaler):
+    """gpuserve's LLM rule (``gpuserve.llm.deciding.decide_llm``), called as the operator
+    calls ``decide()``: a stable (60 s) and a recent (15 s) window, the pool, the memory."""
+
+    policy: LLMPolicy
+    name: str = "gpuserve"
+    interval_s: float = 5.0
+    offset_s: float = 0.5
+    memory: PolicyMemory = field(default_factory=PolicyMemory)
+
+    def target(self, view: ClusterView) -> int | None:
+        q = self.policy.objectives.quantile
+        pools = PoolState(
+            (
+                ClassPool(
+                    CLASS,
+                    serving_ready=view.serving,
+                    starting=(0.0,) * view.starting,
+                    cold_start=self.policy.startup_s,
+                ),
+            )
+        )
+        decision = decide_llm(
+            policy=self.policy,
+            stable=window(view, 60.0, q),
+            recent=window(view, 15.0, q),
+            pools=pools,
+            now=view.now,
+            memory=self.memory,
+        )
+        self.memory = decision.memory
+        return decision.desired_replicas
+
+
+@dataclass
+class _Hpa:
+    """The HorizontalPodAutoscaler's rule on an average-value metric: desired =
+    ceil(current x metric / target) outside a 10% tolerance; growth at most
+    max(4 pods, 100%) per period; shrinking to the largest recommendation of the last
+    ``scale_down_window_s`` (the defaults of autoscaling/v2)."""
+
+    min_replicas: int = 1
+    max_replicas: int = 100
+    tolerance: float = 0.1
+    scale_down_window_s: float = 300.0
+    history: list[tuple[float, int]] = field(default_factory=list)
+
+    def desired(self, now: float, current: int, ratio: float) -> int:
+        proposal = current if abs(ratio - 1.0) <= self.tolerance else math.ceil(current * ratio)
+        proposal = min(proposal, max(current + 4, 2 * current))
+        proposal = max(self.min_replicas, min(self.max_replicas, proposal))
+        self.history = [(t, n) for t, n in self.history if t > now - self.scale_down_window_s]
+        self.history.append((now, proposal))
+        if proposal < current:
+            return max(n for _, n in self.history)
+        return proposal
+
+
+@dataclass
+class KedaWaiting(ClusterScaler):
+    """KEDA's Prometheus scaler on ``sum(vllm:num_requests_waiting)`` with an
+    AverageValue target per replica (KServe's and the vLLM production stack's KEDA path),
+    feeding the HPA rule. Polled every 15 s."""
+
+    target_waiting: float = 2.0
+    name: str = "keda-waiting"
+    interval_s: float = 15.0
+    offset_s: float = 1.0
+    hpa: _Hpa = field(default_factory=_Hpa)
+
+    def target(self, view: ClusterView) -> int | None:
+        if not view.snapshots:
+            return None
+        waiting = view.snapshots[-1].gauges.get(vllm.NUM_REQUESTS_WAITING.name, 0.0)
+        current = max(1, view.committed)
+        return self.hpa.desired(view.now, current, waiting / (self.target_waiting * current))
+
+
+@dataclass
+class HpaKvUsage(ClusterScaler):
+    """HPA on the mean KV-cache usage of the replicas (AIBrix / KubeAI style), target a
+    fraction of the cache."""
+
+    target_usage: float = 0.5
+    name: str = "hpa-kv"
+    interval_s: float = 15.0
+    offset_s: float = 2.0
+    hpa: _Hpa = field(default_factory=_Hpa)
+
+    def target(self, view: ClusterView) -> int | None:
+        if not view.snapshots:
+            return None
+        usage = view.snapshots[-1].gauges.get(vllm.KV_CACHE_USAGE.name, 0.0)
+        # Replicas still starting report nothing: the mean is over those that serve.
+        ready = max(1, view.serving)
+        return self.hpa.desired(view.now, ready, usage / self.target_usage) + view.starting
+
+
+@dataclass
+class PlannerLike(ClusterScaler):
+    """Like NVIDIA Dynamo's SLA planner in aggregated form: every adjustment interval it
+    predicts the next interval's request rate and mean input/output lengths (constant
+    predictor: the last interval's), takes a replica's throughput at the TTFT/ITL targets
+    from its profile (here the engine model at mean lengths, targets met on average) and
+    asks for predicted rate / that throughput, corrected by measured over expected
+    latency. No backlog term, no scale-down window."""
+
+    objectives: TokenObjectives
+    policy: LLMPolicy
+    name: str = "planner-like"
+    interval_s: float = 60.0
+    offset_s: float = 3.0
+
+    def target(self, view: ClusterView) -> int | None:
+        last = window(view, self.interval_s, 0.5)
+        if last is None or last.shape is None:
+            return None
+        mean_targets = TokenObjectives(self.objectives.ttft_s, self.objectives.tpot_s, 0.5)
+        capacity = replica_capacity(self.policy.params, last.shape, mean_targets)
+        if capacity.rate <= 0:
+            return None
+        correction = 1.0
+        expected = capacity.at_rate
+        if last.ttft_high_s is not None and expected.ttft_s > 0:
+            correction = max(correction, last.ttft_high_s / expected.ttft_s)
+        needed = last.rate / capacity.rate * min(correction, 2.0)
+        return max(1, math.ceil(needed - 1e-9))
+
+
+@dataclass
+class Static(ClusterScaler):
+    """A fixed replica count (provisioned for the peak)."""
+
+    replicas: int = 1
+    name: str = "static-peak"
+    interval_s: float = 3600.0
+    offset_s: float = 0.0
+
+    def target(self, view: ClusterView) -> int | None:
+        return self.replicas
+
+
+@dataclass
+class Planned(ClusterScaler):
+    """Follows a per-window plan with replicas that serve at once (the oracle)."""
+
+    window_s: float
+    plan: tuple[int, ...]
+    name: str = "oracle"
+    instant: bool = True
+    offset_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.interval_s = self.window_s
+
+    def target(self, view: ClusterView) -> int | None:
+        k = min(len(self.plan) - 1, int((view.now + 1e-6) // self.window_s))
+        return self.plan[k]

@@ -1,0 +1,119 @@
+"""Token-level request streams: the Azure and Mooncake conversation traces, and synthetic
+arrivals (bursty, flash crowd) carrying token counts drawn from a trace.
+
+Parsing takes lines, never paths (gpuserve/ does no I/O). Time compression divides the
+arrival times, so ``compress=2`` doubles the load with the same token mix.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from gpuserve.sim.generators import bursty, flash_crowd
+from gpuserve.sim.workload import poisson_workload
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRequest:
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int
+    block_hashes: tuple[int, ...] = ()  # content hash per prompt block (Mooncake only)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenTrace:
+    name: str
+    requests: tuple[TokenRequest, ...]  # sorted by arrival
+    block_size: int = 16  # tokens per hashed block (the engine's block size must match)
+
+    @property
+    def duration(self) -> float:
+        return self.requests[-1].arrival_s if self.requests else 0.0
+
+
+def azure_conversation(lines: Iterable[str], *, compress: float = 1.0) -> TokenTrace:
+    """``TIMESTAMP,ContextTokens,GeneratedTokens`` rows (a header first)."""
+    rows = iter(lines)
+    header = next(rows, "").strip().split(",")
+    if header[:3] != ["TIMESTAMP", "ContextTokens", "GeneratedTokens"]:
+        raise ValueError(f"azure trace header: unexpected columns {header}")
+    parsed: list[tuple[float, int, int]] = []
+    start: datetime | None = None
+    for line in rows:
+        if not line.strip():
+            continue
+        stamp, context, generated = line.strip().split(",")[:3]
+        when = datetime.fromisoformat(stamp[:26])  # microseconds: Python reads 6 digits
+        start = start or when
+        seconds = (when - start).total_seconds()
+        parsed.append((seconds / compress, int(context), max(1, int(generated))))
+    parsed.sort()
+    return TokenTrace(
+        f"azure-conv x{compress:g}",
+        tuple(TokenRequest(t, max(1, p), o) for t, p, o in parsed),
+    )
+
+
+MOONCAKE_BLOCK = 512  # tokens per hash id in the Mooncake traces
+
+
+def mooncake(
+    lines: Iterable[str], *, compress: float = 1.0, name: str = "mooncake-conv"
+) -> TokenTrace:
+    """JSON lines with ``timestamp`` (ms), ``input_length``, ``output_length``, ``hash_ids``
+    (one per 512-token prompt block)."""
+    requests: list[TokenRequest] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        try:
+            requests.append(
+                TokenRequest(
+                    float(row["timestamp"]) / 1000.0 / compress,
+                    max(1, int(row["input_length"])),
+                    max(1, int(row["output_length"])),
+                    tuple(int(h) for h in row.get("hash_ids", ())),
+                )
+            )
+        except KeyError as missing:
+            raise ValueError(f"mooncake trace line {number}: missing field {missing}") from None
+    requests.sort(key=lambda r: r.arrival_s)
+    return TokenTrace(f"{name} x{compress:g}", tuple(requests), MOONCAKE_BLOCK)
+
+
+def _with_tokens(name: str, arrivals: Sequence[float], mix: TokenTrace, seed: int) -> TokenTrace:
+    """Arrivals carrying the (prompt, output) pairs of requests drawn from ``mix``."""
+    rng = random.Random(seed)
+    pool = mix.requests
+    drawn = (pool[rng.randrange(len(pool))] for _ in arrivals)
+    return TokenTrace(
+        name,
+        tuple(
+            TokenRequest(t, r.prompt_tokens, r.output_tokens)
+            for t, r in zip(arrivals, drawn, strict=False)
+        ),
+    )
+
+
+def bursty_tokens(mix: TokenTrace, *, mean_rate: float, duration: float, seed: int) -> TokenTrace:
+    """On/off bursts (``gpuserve.sim.generators.bursty``) with ``mix``'s token counts."""
+    arrivals = bursty(mean_rate=mean_rate, duration=duration, seed=seed).arrivals
+    return _with_tokens(f"bursty {mean_rate:g}/s", arrivals, mix, seed)
+
+
+def flash_crowd_tokens(
+    mix: TokenTrace, *, mean_rate: float, duration: float, factor: float, seed: int
+) -> TokenTrace:
+    """Poisson load with a crowd of ``factor`` times the rate over the middle sixth of the
+    run (``gpuserve.sim.generators.flash_crowd``), with ``mix``'s token counts."""
+    base = poisson_workload(rate=mean_rate, duration=duration, seed=seed)
+    crowd = flash_crowd(
+        base, factor=factor, start=duration * 5 / 12, duration=duration / 6, seed=seed + 7
+    )
+    return _with_tokens(f"flash x{factor:g} {mean_rate:g}/s", crowd.arrivals, mix, seed)
