@@ -8,11 +8,13 @@ here for LLM formats. Per evaluation:
    sustainable rate per replica (``replica_capacity``), used up to ``utilization``.
 2. Demand is the larger of the stable and the recent request rate, plus the recent rise
    carried one start-up time ahead (a replica takes about ``startup_s`` to serve), plus the
-   requests waiting in the engines, admitted within ``queue_budget_s``.
-3. Measured TTFT (at the quantile) or TPOT (mean gap) over its objective, with no replica
-   starting, asks for one more replica than are ready (the model missed something).
+   requests waiting beyond one per ready replica, admitted within ``queue_budget_s``.
+3. Measured TTFT (at the quantile) or TPOT (mean gap) over its objective while requests
+   wait or are preempted, with no replica starting, asks for one more replica than are
+   ready (the model missed something).
 4. Growth is immediate; shrinking follows the largest need over ``scale_down_window_s``,
-   kept in the policy memory as the operator keeps it in status.
+   kept in the policy memory as the operator keeps it in status (the current size counts
+   until a whole window has been seen).
 """
 
 from __future__ import annotations
@@ -77,7 +79,10 @@ def decide_llm(
     per_replica = (reference.rate if reference else 0.0) * policy.utilization
     rise = max(0.0, recent.rate - stable.rate)
     demand = max(stable.rate, recent.rate) + rise * min(1.0, policy.startup_s / stable.window_s)
-    backlog = recent.waiting / policy.queue_budget_s
+    # A request or so waiting per replica is normal (it waits a step, or behind a long
+    # prompt's chunks); only the excess is a backlog more replicas would drain.
+    excess = max(0.0, recent.waiting - max(1, pools.serving_ready))
+    backlog = excess / policy.queue_budget_s
     signals = {
         "capacityPerReplica": per_replica,
         "demand": demand,
@@ -98,18 +103,27 @@ def decide_llm(
         f"replica ({reference.limit if reference else ''}-bound)"
     )
     over = _over_objective(policy.objectives, recent)
+    # Replicas only help latency that comes from contention: requests waiting for
+    # admission or preempted. A long prompt alone is slow on any number of replicas.
+    contended = excess > 0 or recent.preemptions > 0
     mode: Mode = "steady"
-    if over and pools.starting == 0 and pools.serving_ready + 1 > need:
+    if over and contended and pools.starting == 0 and pools.serving_ready + 1 > need:
         need = pools.serving_ready + 1
         reason += f"; measured {over} over its objective: one more replica"
         mode = "panic"
     since = now - policy.scale_down_window_s
     kept = (*((t, n) for t, n in memory.recommendations if t > since), (now, need))
-    target = need if need >= committed else max(n for _, n in kept)
+    # Until a whole window has been seen (a restarted operator), the current size counts
+    # as a recommendation: what was recommended before is unknown.
+    since = memory.since if memory.since is not None else now
+    remembered = [n for _, n in kept] + (
+        [committed] if now - since < policy.scale_down_window_s else []
+    )
+    target = need if need >= committed else max(remembered)
     signals["need"] = float(need)
     memory = PolicyMemory(
         recommendations=kept,
-        since=memory.since if memory.since is not None else now,
+        since=since,
         last_scale_up=memory.last_scale_up,
         last_scale_down=memory.last_scale_down,
         panic_until=memory.panic_until,

@@ -38,15 +38,17 @@ def test_fast_replay_gives_the_same_timings(num_blocks: int) -> None:
     assert fast.engine.stats().steps == slow.engine.stats().steps
 
 
-def test_it_stops_before_the_next_arrival_and_before_a_sequence_finishes() -> None:
+def test_it_stops_before_the_next_arrival_and_ends_finished_requests() -> None:
     engine = Engine(EngineParams())
     engine.add(Request("a", 16, 50, 0.0))
+    engine.add(Request("b", 16, 20, 0.0))
     engine.begin_step()
-    engine.end_step(0.01)  # prefill done, first token out
-    assert engine.fast_forward(0.01, 0.01) == 0.01  # nothing starts before the arrival
-    clock = engine.fast_forward(0.01, 1e9)
-    timing = engine.timing("a")
-    assert timing is not None and len(timing.token_s) == 49  # the last token is left
-    assert clock == timing.token_s[-1]
-    engine.add(Request("b", 16, 5, clock))
-    assert engine.fast_forward(clock, 1e9) == clock  # a waiting request: ordinary steps
+    engine.end_step(0.01)  # prefill done, first tokens out
+    assert engine.fast_forward(0.01, 0.01) == (0.01, [])  # nothing starts before the arrival
+    clock, done = engine.fast_forward(0.01, 0.05)
+    assert done == [] and 0.05 <= clock < 0.07  # stopped at the first step starting later
+    clock, done = engine.fast_forward(clock, 1e9)
+    assert [t.request_id for t in done] == ["b", "a"] and engine.idle
+    assert [len(t.token_s) for t in done] == [20, 50] and clock == done[1].finish_s
+    engine.add(Request("c", 16, 5, clock))
+    assert engine.fast_forward(clock, 1e9) == (clock, [])  # a waiting request: ordinary steps

@@ -1,0 +1,149 @@
+"""vLLM-named samples into capacity-model inputs, and the LLM scaling rule on them."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gpuserve.autoscaling.decision import PolicyMemory
+from gpuserve.autoscaling.pools import ClassPool, PoolState
+from gpuserve.llm import metrics as vllm
+from gpuserve.llm.capacity import LoadShape, TokenObjectives, replica_capacity
+from gpuserve.llm.deciding import LLMPolicy, decide_llm
+from gpuserve.llm.observing import Observation, observe, snapshot_from_samples
+
+Samples = list[tuple[str, dict[str, str], float]]
+
+
+def _histogram(name: str, bounds: tuple[float, ...], values: list[float]) -> Samples:
+    out: Samples = []
+    for bound in (*bounds, math.inf):
+        le = "+Inf" if math.isinf(bound) else str(bound)
+        out.append((f"{name}_bucket", {"le": le}, float(sum(v <= bound for v in values))))
+    out += [(f"{name}_sum", {}, float(sum(values))), (f"{name}_count", {}, float(len(values)))]
+    return out
+
+
+def _scrape(prompts: list[float], ttfts: list[float], replica_kv: list[float]) -> Samples:
+    sizes = vllm.one_two_five_buckets(8192)
+    samples = _histogram("vllm:request_prompt_tokens", sizes, prompts)
+    samples += _histogram("vllm:request_generation_tokens", sizes, [100.0] * len(prompts))
+    samples += _histogram(vllm.TIME_TO_FIRST_TOKEN.name, vllm.TTFT_BUCKETS, ttfts)
+    samples += _histogram(vllm.TIME_PER_OUTPUT_TOKEN.name, vllm.TPOT_BUCKETS, [0.02] * 10)
+    for i, kv in enumerate(replica_kv):
+        label = {"pod": f"p{i}"}
+        samples += [
+            (vllm.KV_CACHE_USAGE.name, label, kv),
+            (vllm.NUM_REQUESTS_WAITING.name, label, 3.0),
+            (vllm.NUM_REQUESTS_RUNNING.name, label, 10.0),
+        ]
+    queried = sum(prompts)
+    samples += [
+        (vllm.PREFIX_CACHE_QUERIES.name, {}, queried),
+        (vllm.PREFIX_CACHE_HITS.name, {}, queried / 4),
+    ]
+    return samples
+
+
+def test_two_scrapes_give_the_windows_rate_mix_and_state() -> None:
+    first = snapshot_from_samples(0.0, _scrape([300.0] * 10, [0.05] * 10, [0.2, 0.4]))
+    later_prompts = [300.0] * 10 + [1500.0] * 20 + [3000.0] * 10
+    later = snapshot_from_samples(
+        10.0, _scrape(later_prompts, [0.05] * 20 + [0.9] * 20, [0.5, 0.7])
+    )
+    seen = observe(first, later, quantile=0.9)
+    assert seen.rate == pytest.approx(3.0)  # 30 first tokens in 10 s
+    assert seen.shape is not None
+    assert seen.shape.prompt_mean == pytest.approx((1500 * 20 + 3000 * 10) / 30)
+    assert 2000 < seen.shape.prompt_high <= 5000  # inside the bucket holding the 90th
+    assert seen.shape.prefix_hit_rate == pytest.approx(0.25)
+    assert seen.kv_usage == pytest.approx(0.6) and seen.waiting == 6 and seen.running == 20
+    assert seen.ttft_high_s is not None and 0.75 < seen.ttft_high_s <= 1.0
+    with pytest.raises(ValueError, match=r"later\.at"):
+        observe(later, first, quantile=0.9)
+
+
+OBJECTIVES = TokenObjectives(ttft_s=1.0, tpot_s=0.05)
+SHAPE = LoadShape(1000.0, 4000.0, 200.0)
+POLICY = LLMPolicy(OBJECTIVES)
+
+
+def _seen(at: float, rate: float, *, waiting: float = 0.0, ttft: float = 0.2) -> Observation:
+    return Observation(at, 60.0, rate, SHAPE, ttft, 0.03, 0.02, 10.0, waiting, 0.2, 0.0)
+
+
+def _pools(ready: int, starting: int = 0) -> PoolState:
+    return PoolState((ClassPool("h100", serving_ready=ready, starting=(1.0,) * starting),))
+
+
+def test_replicas_follow_demand_over_the_modelled_capacity() -> None:
+    per_replica = replica_capacity(POLICY.params, SHAPE, OBJECTIVES).rate * POLICY.utilization
+    rate = 3.5 * per_replica
+    decision = decide_llm(
+        policy=POLICY,
+        stable=_seen(100.0, rate),
+        recent=_seen(100.0, rate),
+        pools=_pools(2),
+        now=100.0,
+        memory=PolicyMemory(),
+    )
+    assert decision.desired_replicas == 4 and decision.started == 2
+
+
+def test_scale_down_waits_for_the_window_and_backlog_counts_beyond_one_per_replica() -> None:
+    per_replica = replica_capacity(POLICY.params, SHAPE, OBJECTIVES).rate * POLICY.utilization
+    memory = PolicyMemory()
+    sizes = []
+    for now, rate in (
+        (0.0, 3.5 * per_replica),
+        (100.0, 0.5 * per_replica),
+        (400.0, 0.5 * per_replica),
+    ):
+        decision = decide_llm(
+            policy=POLICY,
+            stable=_seen(now, rate),
+            recent=_seen(now, rate),
+            pools=_pools(4),
+            now=now,
+            memory=memory,
+        )
+        memory = decision.memory
+        sizes.append(decision.desired_replicas)
+    assert sizes == [4, 4, 1]
+    quiet = _seen(500.0, 0.5 * per_replica, waiting=4.0)  # one per replica: normal
+    busy = _seen(
+        500.0, 0.5 * per_replica, waiting=4.0 + 20 * per_replica
+    )  # 2 x per replica in 10 s
+    for recent, expected in ((quiet, 1), (busy, 3)):
+        decision = decide_llm(
+            policy=POLICY, stable=quiet, recent=recent, pools=_pools(4), now=500.0, memory=memory
+        )
+        assert decision.signals["need"] == expected
+
+
+def test_measured_ttft_over_its_objective_under_contention_adds_a_replica() -> None:
+    low = replica_capacity(POLICY.params, SHAPE, OBJECTIVES).rate * 0.5
+    slow = _seen(10.0, low, waiting=5.0, ttft=3.0)
+    decision = decide_llm(
+        policy=POLICY, stable=slow, recent=slow, pools=_pools(2), now=10.0, memory=PolicyMemory()
+    )
+    assert decision.desired_replicas == 3 and decision.mode == "panic"
+    alone = _seen(10.0, low, waiting=0.0, ttft=3.0)  # slow without contention: no help
+    decision = decide_llm(
+        policy=POLICY, stable=alone, recent=alone, pools=_pools(2), now=10.0, memory=PolicyMemory()
+    )
+    assert decision.desired_replicas == 2
+
+
+def test_stale_or_missing_metrics_hold() -> None:
+    for stable, now in ((None, 10.0), (_seen(0.0, 50.0), 500.0)):
+        decision = decide_llm(
+            policy=POLICY,
+            stable=stable,
+            recent=stable,
+            pools=_pools(3),
+            now=now,
+            memory=PolicyMemory(),
+        )
+        assert decision.mode == "hold" and decision.desired_replicas == 3
