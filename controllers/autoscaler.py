@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import kopf
 from pydantic import ValidationError
 
 from controllers import kube
-from controllers.converging import as_body, desired_serving, now_rfc3339
-from controllers.inferenceservice import reconcile, view_of
-from controllers.prometheus_source import Reading
+from controllers.converging import ClusterView, as_body, desired_serving, now_rfc3339
+from controllers.inferenceservice import view_of
+from controllers.prometheus_source import Reading, Readings
 from controllers.settings import PROMETHEUS_URL
 from controllers.state import RATE_WINDOW_S, OperatorState, ScalingMemory, state_of, uid_of
 from gpuserve.api.conditions import ConditionWriter
@@ -30,7 +31,6 @@ from gpuserve.placement.service_plan import ServicePlan, plan_service, pool_stat
 from gpuserve.resources.naming import SERVICES_PLURAL
 
 log = logging.getLogger(__name__)
-WARN_EVERY_S = 300.0
 MAX_DECISIONS = 5
 
 
@@ -42,12 +42,8 @@ def _history(memory: ScalingMemory, reading: Reading, window: float) -> MetricHi
     return MetricHistory.of(samples)
 
 
-def _warn(body: dict[str, Any], memory: ScalingMemory, message: str) -> None:
-    """Bounded-rate warning: one event per service per WARN_EVERY_S."""
-    now = time.monotonic()
-    if memory.last_warning is None or now - memory.last_warning >= WARN_EVERY_S:
-        memory.last_warning = now
-        kopf.warn(as_body(body), reason="MetricsUnavailable", message=message)
+def _warn(body: dict[str, Any], message: str) -> None:
+    kopf.warn(as_body(body), reason="MetricsUnavailable", message=message)
 
 
 def _shortfall(plan: ServicePlan) -> str:
@@ -57,7 +53,10 @@ def _shortfall(plan: ServicePlan) -> str:
     return f"; {plan.unplaced} cannot be placed now: " + "; ".join(plan.pools.problems)
 
 
-def evaluate(body: dict[str, Any], kw: dict[str, Any]) -> Decision | None:
+def evaluate(
+    body: dict[str, Any], kw: dict[str, Any], readings: Readings | None
+) -> Decision | None:
+    """One service's evaluation from this pass's ``readings`` (None: no Prometheus)."""
     meta = body["metadata"]
     key = (meta["namespace"], meta["name"])
     try:
@@ -69,15 +68,22 @@ def evaluate(body: dict[str, Any], kw: dict[str, Any]) -> Decision | None:
     state: OperatorState = state_of(kw)
     memory = state.scaling.get(uid_of(body))
     view = view_of(key, kw)
+    gen = meta.get("generation")
+    if readings is None:
+        error = f"no Prometheus configured (${PROMETHEUS_URL})"
+        reading = Reading(MetricSample(at=time.time()), error=error)
+    else:
+        reading = readings.of(*key)
+    # Nothing to learn (no series, or no Prometheus, as on the last pass, with the same
+    # spec and pods): the policy would hold again; skipping keeps a pass over thousands of
+    # idle services cheap.
+    quiet = (gen, reading.error, len(view.cluster.pods), ready_pods(view))
+    if _silent(reading, readings, key) and memory.quiet == quiet:
+        return None
+    memory.quiet = quiet if _silent(reading, readings, key) else None
+    now = reading.sample.at
     live = dict(body.get("status") or {})
     status = InferenceServiceStatus.model_validate(live)
-    gen = meta.get("generation")
-    now = time.time()
-    if state.prometheus is None:
-        error = f"no Prometheus configured (${PROMETHEUS_URL})"
-        reading = Reading(MetricSample(at=now), error=error)
-    else:
-        reading = state.prometheus.read(namespace=key[0], service=key[1], now=now)
     owner = f"{key[0]}/{key[1]}"
     target = desired_serving(svc, status)
     config = policy_config_from_spec(
@@ -99,8 +105,11 @@ def evaluate(body: dict[str, Any], kw: dict[str, Any]) -> Decision | None:
     if reading.error or decision.mode == "hold":
         why = reading.error or decision.reason
         missing = "PrometheusUnreachable" if reading.error else "MetricsMissing"
+        # A warning when the metrics go missing, not on every pass while they stay so; a
+        # service with no ready pod has no Triton to scrape, and that is no surprise.
+        if (reading.error or ready_pods(view)) and not _already(status, missing):
+            _warn(body, why)
         conds.set("MetricsAvailable", "False", missing, why)
-        _warn(body, memory, why)
     else:
         conds.set("MetricsAvailable", "True", "MetricsFresh", "Triton metrics are fresh")
     status.conditions = conds.conditions
@@ -144,14 +153,32 @@ def evaluate(body: dict[str, Any], kw: dict[str, Any]) -> Decision | None:
     if p95 is not None and (status.p95_ms is None or abs(status.p95_ms - p95 * 1e3) >= 1.0):
         status.p95_ms = round(p95 * 1e3, 1)
     rendered = status.model_dump(by_alias=True, exclude_none=True, mode="json")
-    if kube.patch_status(
+    # A new status.desiredReplicas reaches the reconcile through the service's watch event
+    # (inferenceservice.on_service_event), once the index holds it.
+    kube.patch_status(
         plural=SERVICES_PLURAL, name=key[1], namespace=key[0], status=rendered, live_status=live
-    ):
-        body = {**body, "status": rendered}
-        reconcile(body, kw)
+    )
     return decision
 
 
-def autoscale(body: dict[str, Any], kw: dict[str, Any]) -> None:
-    """One evaluation; controllers.periodic calls it every `autoscale_interval` seconds."""
-    evaluate(body, kw)
+def ready_pods(view: ClusterView) -> int:
+    return sum(1 for p in view.cluster.pods if p.ready)
+
+
+def _silent(reading: Reading, readings: Readings | None, key: tuple[str, str]) -> bool:
+    return readings is None or reading.error is not None or not readings.has_series(*key)
+
+
+def _already(status: InferenceServiceStatus, reason: str) -> bool:
+    return any(
+        c.type == "MetricsAvailable" and c.status == "False" and c.reason == reason
+        for c in status.conditions
+    )
+
+
+def autoscale_pass(kw: dict[str, Any]) -> Callable[[dict[str, Any]], object]:
+    """One pass's work: every service's signals are read once, here, for the whole pass;
+    controllers.periodic then calls the result for each service."""
+    source = state_of(kw).prometheus
+    readings = source.read_all() if source is not None else None
+    return lambda body: evaluate(body, kw, readings)

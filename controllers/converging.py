@@ -63,7 +63,7 @@ def in_kopf_context(fn: Any, *args: Any) -> Any:
     return context.run(fn, *args)
 
 
-_APPLIERS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="apply")
+_APPLIERS = ThreadPoolExecutor(max_workers=kube.API_THREADS, thread_name_prefix="apply")
 
 
 def now_rfc3339() -> str:

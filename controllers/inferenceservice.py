@@ -1,12 +1,12 @@
 """kopf handlers of InferenceService: every trigger funnels into ``converging.converge``.
 
-Triggers: the service is created, its spec changes, the operator resumes; one of its pods
-changes (readiness, scheduling, deletion); one of its children drifts; and the
-resync loop of ``controllers.periodic`` that catches anything missed (it writes nothing
-when nothing changed). The handlers only put the service's key on the reconcile queue
-(``controllers.workqueue``); its workers read the latest body and children from the
-indexes. Handlers and indexers are coroutines: they are quick and pure, and kopf's thread
-pool would make each wait behind the others.
+Triggers: the service is seen first or its spec changes (its generation moves); one of
+its pods changes (readiness, scheduling, deletion); one of its children drifts; the
+autoscaler changes its desired size; and the resync loop of ``controllers.periodic`` that
+catches anything missed (it writes nothing when nothing changed). The handlers only put
+the service's key on the reconcile queue (``controllers.workqueue``); its workers read the
+latest body and children from the indexes. Handlers and indexers are coroutines: they are
+quick and pure, and kopf's thread pool would make each wait behind the others.
 """
 
 from __future__ import annotations
@@ -71,11 +71,23 @@ CHILD_RESOURCES = (CONFIGMAPS, DEPLOYMENTS, SERVICES, PDBS)
 @kopf.index(*DEPLOYMENTS, labels=MANAGED, id="child_deployments")
 @kopf.index(*SERVICES, labels=MANAGED, id="child_services")
 @kopf.index(*PDBS, labels=MANAGED, id="child_pdbs")
-async def child_index(namespace: str | None, labels: kopf.Labels, body: kopf.Body, **_: Any) -> Any:
+async def child_index(
+    namespace: str | None, name: str, labels: kopf.Labels, body: kopf.Body, **kw: Any
+) -> Any:
     service = labels.get(LABEL_SERVICE)
     if not service:
         return None
-    return {(namespace or "", service): _strip(body)}
+    packed = _strip(body)
+    # Drift: what gpuserve applied changed under it (someone edited, scaled or took over a
+    # field). A change it did not apply there (the controller manager's status updates,
+    # several per Deployment while it rolls out) needs no reconcile.
+    seen = state_of(kw).child_digests
+    child = (str(body.get("kind")), namespace or "", name)
+    digest = hash(packed.data)
+    if seen.get(child, digest) != digest:
+        state_of(kw).queue.add((namespace or "", service))
+    seen[child] = digest
+    return {(namespace or "", service): packed}
 
 
 _CHILD_INDEXES = ("child_configmaps", "child_deployments", "child_services", "child_pdbs")
@@ -116,11 +128,29 @@ def reconcile_key(key: tuple[str, str], kw: dict[str, Any]) -> None:
         reconcile(entry.unpack(), kw)
 
 
-@kopf.on.resume(*ISVC)
-@kopf.on.create(*ISVC)
-@kopf.on.update(*ISVC, field="spec")
-async def on_service_change(namespace: str | None, name: str, **kw: Any) -> None:
-    state_of(kw).queue.add((namespace or "", name))
+# An event handler, not kopf's create/update/resume handlers: those keep their progress
+# and a copy of the last handled spec on the object, two extra writes (and two more watch
+# events) per new service. The spec's generation says the same: a service is queued when
+# the operator sees it first (listing, creation), whenever its generation moves, and when
+# the autoscaler changes status.desiredReplicas. Other status writes are the operator's
+# own results and queue nothing.
+@kopf.on.event(*ISVC)
+async def on_inference_service_event(
+    namespace: str | None, name: str, body: kopf.Body, type: str | None, **kw: Any
+) -> None:
+    state = state_of(kw)
+    key = (namespace or "", name)
+    if type == "DELETED":
+        state.last_queued.pop(key, None)
+        return
+    meta = body.get("metadata", {})
+    desired = (body.get("status") or {}).get("desiredReplicas")
+    # The uid: deleted and made anew under the same name. desiredReplicas: the autoscaler's
+    # decision, applied once the index holds it.
+    seen = (str(meta.get("uid")), meta.get("generation"), desired)
+    if state.last_queued.get(key) != seen:
+        state.last_queued[key] = seen
+        state.queue.add(key)
 
 
 @kopf.on.event("", "v1", "pods", labels={LABEL_SERVICE: kopf.PRESENT})
@@ -128,13 +158,20 @@ async def on_pod_event(namespace: str | None, labels: kopf.Labels, **kw: Any) ->
     state_of(kw).queue.add((namespace or "", labels[LABEL_SERVICE]))
 
 
-# Drift on a child (changed or deleted by someone else) brings its service back in line.
+# A child deleted by someone else is made again (the indexer above catches the changes).
 @kopf.on.event(*DEPLOYMENTS, labels=MANAGED, id="on_deployment_event")
 @kopf.on.event(*CONFIGMAPS, labels=MANAGED, id="on_configmap_event")
 @kopf.on.event(*SERVICES, labels=MANAGED, id="on_service_event")
+@kopf.on.event(*PDBS, labels=MANAGED, id="on_pdb_event")
 async def on_child_event(
-    namespace: str | None, labels: kopf.Labels, type: str | None, **kw: Any
+    namespace: str | None,
+    name: str,
+    labels: kopf.Labels,
+    body: kopf.Body,
+    type: str | None,
+    **kw: Any,
 ) -> None:
     service = labels.get(LABEL_SERVICE)
-    if service and type in ("MODIFIED", "DELETED"):
+    if service and type == "DELETED":
+        state_of(kw).child_digests.pop((str(body.get("kind")), namespace or "", name), None)
         state_of(kw).queue.add((namespace or "", service))

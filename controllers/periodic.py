@@ -18,7 +18,7 @@ from typing import Any
 import kopf
 
 from controllers.acceleratorclass import report_capacity
-from controllers.autoscaler import autoscale
+from controllers.autoscaler import autoscale_pass
 from controllers.converging import in_kopf_context
 from controllers.inferenceservice import reconcile_key
 from controllers.packed import unpacked
@@ -29,12 +29,18 @@ log = logging.getLogger(__name__)
 Body = dict[str, Any]
 
 
+Work = Callable[[Body], object]
+
+
 def _run_pass(
-    what: str, bodies: Iterable[Body], work: Callable[[Body], object], peering: Peering | None
+    what: str, bodies: Iterable[Body], work_for_pass: Callable[[], Work], peering: Peering | None
 ) -> tuple[int, bool]:
     """One pass over the objects, in a worker thread: how many were handled, and whether
-    any was left to a peer that outranks this replica."""
+    any was left to a peer that outranks this replica. ``work_for_pass`` is asked for the
+    pass's work once, before the first object this replica acts on (the autoscaler reads
+    every service's metrics there)."""
     acting: dict[str | None, bool] = {}
+    work: Work | None = None
     if peering is not None and peering.clusterwide:
         try:  # one peering object for everything
             acting[None] = not standing_by(peering, None)
@@ -51,6 +57,7 @@ def _run_pass(
             if scope not in acting:
                 acting[scope] = not standing_by(peering, scope)
             if acting[scope]:
+                work = work or work_for_pass()
                 # in kopf's posting context, so that kopf.event/kopf.warn work
                 in_kopf_context(work, body)
                 done += 1
@@ -63,14 +70,14 @@ async def _every(
     interval: float,
     what: str,
     bodies: Callable[[], Iterable[Body]],
-    work: Callable[[Body], object],
+    work_for_pass: Callable[[], Work],
     peering: Peering | None,
 ) -> None:
     was_standing = False
     while True:
         await asyncio.sleep(interval)
         try:
-            _, standing = await asyncio.to_thread(_run_pass, what, bodies(), work, peering)
+            _, standing = await asyncio.to_thread(_run_pass, what, bodies(), work_for_pass, peering)
         except Exception as exc:  # the loop must outlive any one pass
             log.warning("%s pass failed: %s", what, exc)
             continue
@@ -109,7 +116,7 @@ def start(
                 lambda: _resync(state, kw),
                 # Through the reconcile queue, like every other trigger: one path, and a
                 # service the watches already queued is not reconciled a second time.
-                lambda body: loop.call_soon_threadsafe(state.queue.add, _key(body)),
+                lambda: lambda body: loop.call_soon_threadsafe(state.queue.add, _key(body)),
                 peering,
             )
         ),
@@ -118,7 +125,7 @@ def start(
                 every.autoscale_interval,
                 "autoscale",
                 lambda: unpacked(kw["services"].values()),
-                lambda body: autoscale(body, kw),
+                lambda: autoscale_pass(kw),
                 peering,
             )
         ),
@@ -127,7 +134,7 @@ def start(
                 every.class_report_seconds,
                 "capacity",
                 lambda: unpacked(kw["class_bodies"].values()),
-                lambda body: report_capacity(body, body["metadata"]["name"], kw),
+                lambda: lambda body: report_capacity(body, body["metadata"]["name"], kw),
                 peering,
             )
         ),

@@ -29,25 +29,51 @@ class Reading:
     error: str | None = None
 
 
+BY = "namespace, service"
+
+
 def _queries(sel: str, window: str) -> dict[str, str]:
     def rate(metric: str) -> str:
-        return f"sum(rate({metric}{{{sel}}}[{window}]))"
+        return f"sum by ({BY}) (rate({metric}{{{sel}}}[{window}]))"
 
     success = rate("nv_inference_request_success")
+    # A series missing on one side (no failures yet, no queue gauge) counts as zero for
+    # that service: `or` with the success series times 0 keeps the labels to match on.
+    zero = f"({success} * 0)"
+    failures = rate("nv_inference_request_failure")
+    growth = f"sum by ({BY}) (deriv(nv_inference_pending_request_count{{{sel}}}[{window}]))"
     return {
-        "queue_depth": f"sum(nv_inference_pending_request_count{{{sel}}})",
+        "queue_depth": f"sum by ({BY}) (nv_inference_pending_request_count{{{sel}}})",
         "success_rate": success,
         # Triton counts no arrivals: demand = completions + failures + queue growth.
-        "arrival_rate": f"{success} + (sum(rate(nv_inference_request_failure{{{sel}}}[{window}]))"
-        f" or vector(0)) + (sum(deriv(nv_inference_pending_request_count{{{sel}}}[{window}]))"
-        " or vector(0))",
+        "arrival_rate": f"{success} + ({failures} or {zero}) + ({growth} or {zero})",
         "item_rate": rate("nv_inference_count"),
         "exec_rate": rate("nv_inference_exec_count"),
         "avg_queue_time": f"{rate('nv_inference_queue_duration_us')} / {success} / 1e6",
         "avg_request_time": f"{rate('nv_inference_request_duration_us')} / {success} / 1e6",
         "avg_compute_time": f"{rate('nv_inference_compute_infer_duration_us')} / {success} / 1e6",
-        "p95_latency": f'max(nv_inference_request_summary_us{{{sel},quantile="0.95"}}) / 1e6',
+        "p95_latency": f"max by ({BY}) "
+        f'(nv_inference_request_summary_us{{{sel},quantile="0.95"}}) / 1e6',
     }
+
+
+ServiceKey = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Readings:
+    """One pass's signals for every service Prometheus has series of."""
+
+    at: float
+    values: dict[ServiceKey, dict[str, float | None]]
+    error: str | None = None
+
+    def of(self, namespace: str, service: str) -> Reading:
+        found = self.values.get((namespace, service), {})
+        return Reading(MetricSample(at=self.at, **found), error=self.error)
+
+    def has_series(self, namespace: str, service: str) -> bool:
+        return (namespace, service) in self.values
 
 
 class PrometheusSource:
@@ -60,24 +86,40 @@ class PrometheusSource:
             url=url, disable_ssl=True, timeout=timeout, retry=Retry(total=0)
         )
 
+    def read_all(self, *, now: float | None = None) -> Readings:
+        """Every service's signals in one query per signal (nine per pass, whatever the
+        number of services), not nine per service."""
+        return self._read('service!=""', now)
+
     def read(self, *, namespace: str, service: str, now: float | None = None) -> Reading:
+        return self._read(f'namespace="{namespace}",service="{service}"', now).of(
+            namespace, service
+        )
+
+    def _read(self, sel: str, now: float | None) -> Readings:
         at = time.time() if now is None else now
-        sel = f'namespace="{namespace}",service="{service}"'
-        values: dict[str, float | None] = {}
+        values: dict[ServiceKey, dict[str, float | None]] = {}
         try:
             for name, query in _queries(sel, self.window).items():
-                values[name] = _scalar(self._prom.custom_query(query=query))
+                for key, value in _by_service(self._prom.custom_query(query=query)).items():
+                    values.setdefault(key, {})[name] = value
         except (PrometheusApiClientException, RequestException, ValueError) as exc:
-            return Reading(MetricSample(at=at), error=f"Prometheus at {self.url}: {exc}")
-        return Reading(MetricSample(at=at, **values))
+            return Readings(at, {}, error=f"Prometheus at {self.url}: {exc}")
+        return Readings(at, values)
 
 
-def _scalar(result: object) -> float | None:
-    """The single value of an instant vector, None for an empty one, NaN kept as NaN."""
-    if not isinstance(result, list) or not result:
-        return None
-    try:
-        value = float(result[0]["value"][1])
-    except (KeyError, IndexError, TypeError, ValueError):
-        return None
-    return value if not math.isinf(value) else None
+def _by_service(result: object) -> dict[ServiceKey, float | None]:
+    """An instant vector's values by (namespace, service); NaN kept as NaN, infinity and
+    malformed entries as None."""
+    found: dict[ServiceKey, float | None] = {}
+    if not isinstance(result, list):
+        return found
+    for entry in result:
+        try:
+            labels = entry["metric"]
+            key = (str(labels["namespace"]), str(labels["service"]))
+            value = float(entry["value"][1])
+        except (KeyError, IndexError, TypeError, ValueError):
+            continue
+        found[key] = value if not math.isinf(value) else None
+    return found

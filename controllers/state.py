@@ -101,11 +101,12 @@ class RecentWrites:
 @dataclass
 class ScalingMemory:
     """The autoscaler's memory of one service: recent samples, the policy's own memory
-    (None until first read from status), and when it last warned about metrics."""
+    (None until first read from status), and what it saw when it had no metrics."""
 
     samples: deque[MetricSample] = field(default_factory=lambda: deque(maxlen=512))
     policy: PolicyMemory | None = None
-    last_warning: float | None = None
+    # What the last evaluation without metrics saw (autoscaler: skip the next like it).
+    quiet: tuple[object, ...] | None = None
 
 
 @dataclass
@@ -117,6 +118,12 @@ class OperatorState:
     writes: PerObject[RecentWrites] = field(default_factory=lambda: PerObject(RecentWrites))
     # Services to reconcile, by (namespace, name); its workers start with the loops.
     queue: ReconcileQueue[tuple[str, str]] = field(default_factory=ReconcileQueue)
+    # What each service was last queued for: uid, generation and desired replicas.
+    # A digest of what gpuserve applied to each child, by (kind, namespace, name).
+    child_digests: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    last_queued: dict[tuple[str, str], tuple[str, int | None, int | None]] = field(
+        default_factory=dict
+    )
 
     @classmethod
     def start(cls, settings: Settings) -> OperatorState:

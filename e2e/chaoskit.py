@@ -116,17 +116,20 @@ def restart_component(
     down_s = time.monotonic() - started
     time.sleep(downtime)
     daemon = _daemon(state, name)
-    proc, new = procs.start(daemon.name, daemon.argv, state.log_of(name), daemon.port,
-                            state.run, daemon.env)
+    proc, new = procs.start(
+        daemon.name, daemon.argv, state.log_of(name), daemon.port, state.run, daemon.env
+    )
     _restarted.append(proc)
-    tls = {"admin": admin_tls(pki.Pki(state.pki)), "insecure": insecure_tls(),
-           "none": None}[daemon.health_tls]
+    tls = {"admin": admin_tls(pki.Pki(state.pki)), "insecure": insecure_tls(), "none": None}[
+        daemon.health_tls
+    ]
     begun = time.monotonic()
     deadline = begun + timeout
     while get_status(daemon.health_url, tls)[0] != 200:
         if proc.poll() is not None:
-            raise RuntimeError(f"restarted {name} exited with {proc.returncode}; "
-                               f"see {state.log_of(name)}")
+            raise RuntimeError(
+                f"restarted {name} exited with {proc.returncode}; see {state.log_of(name)}"
+            )
         if time.monotonic() > deadline:
             raise RuntimeError(f"restarted {name} not healthy after {timeout:.0f} s")
         time.sleep(0.1)
@@ -141,8 +144,7 @@ def control_plane_works(api: Api, timeout: float = 240.0) -> float:
     server's RBAC cache fills (see docs/reliability.md)."""
     start = time.monotonic()
     name = f"gs-canary-{os.urandom(3).hex()}"
-    retrying(lambda: api.core.create_namespace({"metadata": {"name": name}}), "canary ns",
-             timeout)
+    retrying(lambda: api.core.create_namespace({"metadata": {"name": name}}), "canary ns", timeout)
     labels = {"app": "canary"}
     deployment = {
         "apiVersion": "apps/v1",
@@ -151,11 +153,14 @@ def control_plane_works(api: Api, timeout: float = 240.0) -> float:
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels},
-                         "spec": {"containers": [{"name": "c", "image": "pause"}]}},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "c", "image": "pause"}]},
+            },
         },
     }
     try:
+
         def ready() -> bool:
             try:
                 api.core.read_namespaced_service_account("default", name)
@@ -166,8 +171,11 @@ def control_plane_works(api: Api, timeout: float = 240.0) -> float:
                 if exc.status != 409:
                     raise
             pods = api.core.list_namespaced_pod(name, label_selector="app=canary").items
-            return any(c.type == "Ready" and c.status == "True"
-                       for p in pods for c in (p.status.conditions or []))
+            return any(
+                c.type == "Ready" and c.status == "True"
+                for p in pods
+                for c in (p.status.conditions or [])
+            )
 
         deadline = time.monotonic() + timeout
         while not retrying(ready, "canary", timeout):
@@ -231,13 +239,15 @@ class Api:
         def call() -> bool:
             try:
                 self.custom.create_namespaced_custom_object(
-                    GROUP, VERSION, namespace, SERVICES_PLURAL, body)
+                    GROUP, VERSION, namespace, SERVICES_PLURAL, body
+                )
             except ApiException as exc:
                 if exc.status != 409:
                     raise
                 try:
-                    old = self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace,
-                                                                   SERVICES_PLURAL, name)
+                    old = self.custom.get_namespaced_custom_object(
+                        GROUP, VERSION, namespace, SERVICES_PLURAL, name
+                    )
                 except ApiException as gone:
                     if gone.status == 404:
                         return False  # deleted in between: create again
@@ -253,14 +263,19 @@ class Api:
             time.sleep(0.2)
 
     def patch_service(self, namespace: str, name: str, patch: Obj) -> None:
-        retrying(lambda: self.custom.patch_namespaced_custom_object(
-            GROUP, VERSION, namespace, SERVICES_PLURAL, name, patch), f"patch {name}")
+        retrying(
+            lambda: self.custom.patch_namespaced_custom_object(
+                GROUP, VERSION, namespace, SERVICES_PLURAL, name, patch
+            ),
+            f"patch {name}",
+        )
 
     def delete_service(self, namespace: str, name: str) -> None:
         def call() -> None:
             with tolerating(404):
                 self.custom.delete_namespaced_custom_object(
-                    GROUP, VERSION, namespace, SERVICES_PLURAL, name)
+                    GROUP, VERSION, namespace, SERVICES_PLURAL, name
+                )
 
         retrying(call, f"delete {name}")
 
@@ -269,27 +284,36 @@ class Api:
             if namespace is None:
                 out = self.custom.list_cluster_custom_object(GROUP, VERSION, SERVICES_PLURAL)
             else:
-                out = self.custom.list_namespaced_custom_object(GROUP, VERSION, namespace,
-                                                                SERVICES_PLURAL)
+                out = self.custom.list_namespaced_custom_object(
+                    GROUP, VERSION, namespace, SERVICES_PLURAL
+                )
             return list(out["items"])
 
         return retrying(call, "list services")
 
     def children(self, namespace: str) -> dict[str, list[Obj]]:
         """Every gpuserve-managed object and gpuserve pod of a namespace, as plain dicts."""
+
         def call() -> dict[str, list[Obj]]:
             conv = self.api_client.sanitize_for_serialization
             return {
-                "ConfigMap": conv(self.core.list_namespaced_config_map(
-                    namespace, label_selector=MANAGED).items),
-                "Deployment": conv(self.apps.list_namespaced_deployment(
-                    namespace, label_selector=MANAGED).items),
-                "Service": conv(self.core.list_namespaced_service(
-                    namespace, label_selector=MANAGED).items),
-                "PodDisruptionBudget": conv(self.policy.list_namespaced_pod_disruption_budget(
-                    namespace, label_selector=MANAGED).items),
-                "Pod": conv(self.core.list_namespaced_pod(
-                    namespace, label_selector=LABEL_SERVICE).items),
+                "ConfigMap": conv(
+                    self.core.list_namespaced_config_map(namespace, label_selector=MANAGED).items
+                ),
+                "Deployment": conv(
+                    self.apps.list_namespaced_deployment(namespace, label_selector=MANAGED).items
+                ),
+                "Service": conv(
+                    self.core.list_namespaced_service(namespace, label_selector=MANAGED).items
+                ),
+                "PodDisruptionBudget": conv(
+                    self.policy.list_namespaced_pod_disruption_budget(
+                        namespace, label_selector=MANAGED
+                    ).items
+                ),
+                "Pod": conv(
+                    self.core.list_namespaced_pod(namespace, label_selector=LABEL_SERVICE).items
+                ),
             }
 
         return retrying(call, f"list children in {namespace}")
@@ -476,8 +500,13 @@ def _pod_ready(pod: Obj) -> bool:
     return False
 
 
-def service_problems(svc: Obj, children: Mapping[str, list[Obj]],
-                     classes: Iterable[str] = EXAMPLE_CLASSES, *, pods: bool = True) -> list[str]:
+def service_problems(
+    svc: Obj,
+    children: Mapping[str, list[Obj]],
+    classes: Iterable[str] = EXAMPLE_CLASSES,
+    *,
+    pods: bool = True,
+) -> list[str]:
     """How one live service differs from converged: status current and Ready, exactly
     the children it should have, pods = desired serving + warm pool, all rolled.
 
@@ -488,8 +517,9 @@ def service_problems(svc: Obj, children: Mapping[str, list[Obj]],
     status = svc.get("status") or {}
     problems: list[str] = []
     if status.get("observedGeneration") != gen:
-        problems.append(f"{name}: observedGeneration {status.get('observedGeneration')} "
-                        f"!= generation {gen}")
+        problems.append(
+            f"{name}: observedGeneration {status.get('observedGeneration')} != generation {gen}"
+        )
     spec = parse_inference_service(svc).spec
     wanted_hash = config_hash(spec)
     if status.get("configHash") != wanted_hash:
@@ -498,28 +528,42 @@ def service_problems(svc: Obj, children: Mapping[str, list[Obj]],
     desired = status.get("desiredReplicas")
     scaling = spec.scaling
     if desired is None or not scaling.min_replicas <= desired <= scaling.max_replicas:
-        problems.append(f"{name}: desiredReplicas {desired} outside "
-                        f"[{scaling.min_replicas}, {scaling.max_replicas}]")
+        problems.append(
+            f"{name}: desiredReplicas {desired} outside "
+            f"[{scaling.min_replicas}, {scaling.max_replicas}]"
+        )
         desired = scaling.min_replicas
-    mine = {kind: [o for o in objs if o["metadata"].get("labels", {}).get(LABEL_SERVICE) == name]
-            for kind, objs in children.items()}
+    mine = {
+        kind: [o for o in objs if o["metadata"].get("labels", {}).get(LABEL_SERVICE) == name]
+        for kind, objs in children.items()
+    }
     singles = {"ConfigMap": config_map_name(name), "Service": name, "PodDisruptionBudget": name}
     for kind, child in singles.items():
         found = [o["metadata"]["name"] for o in mine[kind]]
         if found != [child]:
             problems.append(f"{name}: {kind} objects {found}, want [{child}]")
-    found_deps = sorted(o["metadata"]["name"] for o in mine["Deployment"])
-    # Two per usable class: serving priority, and the warm pool's standby priority.
+    replicas = {
+        o["metadata"]["name"]: int(o["spec"].get("replicas") or 0) for o in mine["Deployment"]
+    }
+    found_deps = sorted(replicas)
+    # Per usable class: serving priority; and the standby priority while there is a warm
+    # pool, or a standby pod still serving (waiting to be relieved).
     want_deps = sorted(
-        n for c in usable for n in (deployment_name(name, c), standby_deployment_name(name, c))
+        [deployment_name(name, c) for c in usable]
+        + [
+            standby_deployment_name(name, c)
+            for c in usable
+            if scaling.warm_pool or replicas.get(standby_deployment_name(name, c), 0) > 0
+        ]
     )
     if found_deps != want_deps:
         problems.append(f"{name}: Deployments {found_deps}, want {want_deps}")
     for kind in ("ConfigMap", "Service", "PodDisruptionBudget", "Deployment"):
         for o in mine[kind]:
             if _owner_uid(o) != uid:
-                problems.append(f"{name}: {kind} {o['metadata']['name']} owned by "
-                                f"{_owner_uid(o)}, not {uid}")
+                problems.append(
+                    f"{name}: {kind} {o['metadata']['name']} owned by {_owner_uid(o)}, not {uid}"
+                )
     total = sum(int(d["spec"].get("replicas") or 0) for d in mine["Deployment"])
     want_pods = desired + scaling.warm_pool
     if total != want_pods:
@@ -533,8 +577,9 @@ def service_problems(svc: Obj, children: Mapping[str, list[Obj]],
     return problems
 
 
-def _pod_problems(svc: Obj, pods: list[Obj], usable: list[str], desired: int,
-                  wanted_hash: str) -> list[str]:
+def _pod_problems(
+    svc: Obj, pods: list[Obj], usable: list[str], desired: int, wanted_hash: str
+) -> list[str]:
     name = svc["metadata"]["name"]
     gen = svc["metadata"].get("generation")
     status = svc.get("status") or {}
@@ -543,14 +588,18 @@ def _pod_problems(svc: Obj, pods: list[Obj], usable: list[str], desired: int,
     for type_, want in (("Ready", "True"), ("Stalled", "False"), ("Reconciling", "False")):
         cond = _condition(svc, type_)
         if cond is None or cond.get("status") != want:
-            problems.append(f"{name}: {type_} is {cond and cond.get('status')} "
-                            f"({cond and cond.get('message')}), want {want}")
+            problems.append(
+                f"{name}: {type_} is {cond and cond.get('status')} "
+                f"({cond and cond.get('message')}), want {want}"
+            )
         elif cond.get("observedGeneration") != gen:
             problems.append(f"{name}: {type_} is for generation {cond.get('observedGeneration')}")
     live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
     if len(live) != desired + warm_pool:
-        problems.append(f"{name}: {len(live)} pods, expected {desired + warm_pool} "
-                        f"({desired} serving + {warm_pool} warm)")
+        problems.append(
+            f"{name}: {len(live)} pods, expected {desired + warm_pool} "
+            f"({desired} serving + {warm_pool} warm)"
+        )
     serving = 0
     for pod in live:
         labels = pod["metadata"].get("labels", {})
@@ -565,8 +614,10 @@ def _pod_problems(svc: Obj, pods: list[Obj], usable: list[str], desired: int,
     if serving != desired:
         problems.append(f"{name}: {serving} serving pods, want {desired}")
     if status.get("replicas") != desired or status.get("warmReplicas", 0) != warm_pool:
-        problems.append(f"{name}: status replicas {status.get('replicas')}/"
-                        f"{status.get('warmReplicas')}, want {desired}/{warm_pool}")
+        problems.append(
+            f"{name}: status replicas {status.get('replicas')}/"
+            f"{status.get('warmReplicas')}, want {desired}/{warm_pool}"
+        )
     return problems
 
 
@@ -581,8 +632,10 @@ def orphan_problems(services: list[Obj], children: Mapping[str, list[Obj]]) -> l
             if owner not in uids:
                 problems.append(f"orphan {kind} {meta['name']} of deleted service {owner}")
             elif kind != "Pod" and _owner_uid(o) != uids[owner]:
-                problems.append(f"orphan {kind} {meta['name']}: owner {_owner_uid(o)} "
-                                f"is not the live {owner} ({uids[owner]})")
+                problems.append(
+                    f"orphan {kind} {meta['name']}: owner {_owner_uid(o)} "
+                    f"is not the live {owner} ({uids[owner]})"
+                )
     return problems
 
 
@@ -592,14 +645,19 @@ def fleet_problems(api: Api, fleet: Fleet, *, pods: bool = True) -> list[str]:
     live = {s["metadata"]["name"]: s for s in services}
     problems = []
     if set(live) != set(fleet.wanted):
-        problems.append(f"services missing {sorted(set(fleet.wanted) - set(live))}, "
-                        f"unexpected {sorted(set(live) - set(fleet.wanted))}")
+        problems.append(
+            f"services missing {sorted(set(fleet.wanted) - set(live))}, "
+            f"unexpected {sorted(set(live) - set(fleet.wanted))}"
+        )
     for name, svc in sorted(live.items()):
         want = fleet.wanted.get(name)
         if want is not None:
             scaling = svc["spec"]["scaling"]
-            got = (scaling["minReplicas"], scaling["warmPool"],
-                   svc["spec"]["batching"]["maxQueueDelay"])
+            got = (
+                scaling["minReplicas"],
+                scaling["warmPool"],
+                svc["spec"]["batching"]["maxQueueDelay"],
+            )
             expect = (want.min_replicas, want.warm_pool, f"{want.delay_ms}ms")
             if got != expect:
                 problems.append(f"{name}: spec {got} is not what was applied {expect}")
@@ -609,8 +667,9 @@ def fleet_problems(api: Api, fleet: Fleet, *, pods: bool = True) -> list[str]:
     return problems + orphan_problems(services, children)
 
 
-def wait_converged(check: Callable[[], list[str]], timeout: float,
-                   interval: float = 1.0) -> tuple[float, list[str]]:
+def wait_converged(
+    check: Callable[[], list[str]], timeout: float, interval: float = 1.0
+) -> tuple[float, list[str]]:
     """Seconds until check() reports no problem; (elapsed, last problems) on timeout."""
     start = time.monotonic()
     problems = check()

@@ -5,8 +5,9 @@ A seeded fleet of services (GPUSERVE_CHAOS_SERVICES, default 100) is created, ch
 operator is SIGKILLed and restarted (GPUSERVE_CHAOS_KILLS, default 22); once mid-run the
 API server and once etcd is restarted, with the operator left running. At
 checkpoints and at the end everything must converge: one ConfigMap, Service and PDB per
-live service, a serving and a standby Deployment per usable class, no children of deleted
-services, pods = desired + warm pool, status Ready for the current generation.
+live service, a serving Deployment per usable class (and a standby one with a warm pool),
+no children of deleted services, pods = desired + warm pool, status Ready for the
+current generation.
 GPUSERVE_CHAOS_SEED picks the schedule; GPUSERVE_RELIABILITY_LOG=<file> appends the figures
 as JSON lines.
 """

@@ -311,7 +311,7 @@ def test_removing_a_class_from_the_list_retires_its_pool(
     def moved() -> bool:
         pods = _pods(cluster, namespace, "moving")
         classes = sorted(p["metadata"]["labels"].get(LABEL_CLASS, "") for p in pods)
-        want = ["moving-l4", "moving-l4-standby"]
+        want = ["moving-l4"]  # no warm pool: no standby Deployment
         return _deployments(cluster, namespace, "moving") == want and classes == ["l4"]
 
     wait_for(moved, 60, "the h100 pool retired and one l4 pod left")
@@ -325,14 +325,14 @@ def test_a_class_the_service_cannot_use_gets_no_deployment(
     cluster: ClusterHandle, operator: OperatorProcess, ns: str
 ) -> None:
     """fp8 needs compute capability 8.9: the A100 MIG class is listed but unusable, so
-    only the h100 pool exists (its serving and standby Deployments)."""
+    only the h100 pool exists (its serving Deployment; no warm pool, so no standby one)."""
     namespace = ns
     body = small_service("fp8", pods=1)
     body["spec"]["precision"] = "fp8"
     body["spec"]["accelerators"] = {"classes": ["a100-1g10gb", "h100"]}
     apply(cluster, body, namespace)
     ready(cluster, namespace, "fp8")
-    assert _deployments(cluster, namespace, "fp8") == ["fp8-h100", "fp8-h100-standby"]
+    assert _deployments(cluster, namespace, "fp8") == ["fp8-h100"]
 
 
 @pytest.mark.parametrize(

@@ -110,3 +110,51 @@ def test_scrapes_triton_with_pod_labels_and_forgets_removed_target(triton: Trito
         prometheus.stop()
     assert workdir is not None and not workdir.exists()
     assert not pid_alive(pid)
+
+
+@pytest.mark.prometheus
+@pytest.mark.triton
+@needs_prometheus
+def test_one_pass_reads_every_service_as_the_per_service_read_does(triton: TritonServer) -> None:
+    """The autoscaler's pass queries Prometheus once per signal for all services; each
+    service's figures must be those a query for that service alone gives."""
+    from controllers.prometheus_source import PrometheusSource
+
+    infer_sleeper(triton.grpc_url, 6)
+    prometheus = PrometheusServer(scrape_interval_s=1.0).start()
+    try:
+        # One Triton, scraped as two services in two namespaces (two targets).
+        services = [("team-a", "sleeper"), ("team-b", "other")]
+        prometheus.set_targets(
+            [
+                {
+                    "address": triton.metrics_address,
+                    "labels": {"namespace": ns, "pod": f"{name}-0", "service": name},
+                }
+                for ns, name in services
+            ]
+        )
+        prometheus.wait_for(
+            "count(rate(nv_inference_request_success[15s])) by (service)",
+            lambda r: len(r) == 2,
+            timeout=30,
+        )
+        source = PrometheusSource(prometheus.url, window="15s")
+        every = source.read_all()
+        assert every.error is None
+        for ns, name in services:
+            assert every.has_series(ns, name)
+            alone = source.read(namespace=ns, service=name).sample
+            batched = every.of(ns, name).sample
+            assert batched.get("queue_depth") == alone.get("queue_depth") == 0.0
+            # Demand needs every term matched by service: a term with no series of its
+            # own must count as zero, not drop the sum.
+            assert batched.get("arrival_rate") is not None
+            assert batched.get("success_rate") is not None
+        assert not every.has_series("team-a", "missing")
+        assert every.of("team-a", "missing").sample.get("success_rate") is None
+        # Prometheus gone: one error for the pass, every service's values missing.
+        down = PrometheusSource("http://127.0.0.1:9", window="15s").read_all()
+        assert down.error and down.of("team-a", "sleeper").error == down.error
+    finally:
+        prometheus.stop()

@@ -15,11 +15,11 @@ def test_state_is_per_uid_and_forgotten_when_the_object_goes() -> None:
     state = OperatorState.start(Settings())
     old = {"metadata": {"name": "chat", "namespace": "ml", "uid": "u1"}}
     again = {"metadata": {"name": "chat", "namespace": "ml", "uid": "u2"}}
-    state.scaling.get(uid_of(old)).last_warning = 5.0
+    state.scaling.get(uid_of(old)).quiet = ("gen", 1)
     # The same name, created again: a new object with nothing remembered.
-    assert state.scaling.get(uid_of(again)).last_warning is None
+    assert state.scaling.get(uid_of(again)).quiet is None
     state.retain([uid_of(again)])
-    assert len(state.scaling) == 1 and state.scaling.get(uid_of(old)).last_warning is None
+    assert len(state.scaling) == 1 and state.scaling.get(uid_of(old)).quiet is None
 
 
 def test_per_object_values_are_created_once() -> None:

@@ -11,6 +11,8 @@ import pytest
 from controllers.acceleratorclass import class_bodies
 from controllers.inferenceservice import child_index, services
 from controllers.packed import Packed, unpacked
+from controllers.settings import Settings
+from controllers.state import OperatorState
 from gpuserve.resources.naming import FIELD_MANAGER, LABEL_SERVICE
 
 
@@ -58,15 +60,15 @@ def test_the_service_index_drops_field_managers_and_kopfs_bookkeeping_only() -> 
     assert body["status"]["kopf"], "the watched body itself is not changed"
 
 
-def test_a_child_index_keeps_the_fields_gpuserve_applied() -> None:
-    child: dict[str, Any] = {
+def child_body(data: dict[str, str], resource_version: str = "7") -> dict[str, Any]:
+    return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
             "name": "chat-config",
             "namespace": "ml",
             "labels": {LABEL_SERVICE: "chat"},
-            "resourceVersion": "7",
+            "resourceVersion": resource_version,
             "managedFields": [
                 {
                     "manager": FIELD_MANAGER,
@@ -75,12 +77,44 @@ def test_a_child_index_keeps_the_fields_gpuserve_applied() -> None:
                 }
             ],
         },
-        "data": {"config.pbtxt": "name: 'chat'", "added-by-someone": "x"},
+        "data": data,
     }
-    labels = child["metadata"]["labels"]
-    kept = indexed(child_index, namespace="ml", labels=labels, body=child)
+
+
+def index_child(memo: kopf.Memo, child: dict[str, Any]) -> dict[str, Any]:
+    meta = child["metadata"]
+    return indexed(
+        child_index,
+        namespace="ml",
+        name=meta["name"],
+        labels=meta["labels"],
+        body=child,
+        memo=memo,
+    )
+
+
+def operator_memo() -> kopf.Memo:
+    memo = kopf.Memo()
+    memo.state = OperatorState.start(Settings())
+    return memo
+
+
+def test_a_child_index_keeps_the_fields_gpuserve_applied() -> None:
+    child = child_body({"config.pbtxt": "name: 'chat'", "added-by-someone": "x"})
+    kept = index_child(operator_memo(), child)
     assert kept["data"] == {"config.pbtxt": "name: 'chat'"}
     assert kept["kind"] == "ConfigMap" and kept["metadata"]["name"] == "chat-config"
+
+
+def test_only_a_change_to_what_gpuserve_applied_queues_its_service() -> None:
+    memo = operator_memo()
+    queue = memo.state.queue
+    index_child(memo, child_body({"config.pbtxt": "a"}))
+    assert len(queue) == 0, "first seen (listing, or its own create): nothing to bring back"
+    index_child(memo, child_body({"config.pbtxt": "a", "theirs": "x"}, resource_version="8"))
+    assert len(queue) == 0, "someone else's field: no drift of gpuserve's"
+    index_child(memo, child_body({"config.pbtxt": "edited"}, resource_version="9"))
+    assert len(queue) == 1, "gpuserve's field changed under it: reconcile the service"
 
 
 def test_a_class_body_reads_back_as_the_object_and_non_json_is_refused() -> None:

@@ -66,6 +66,7 @@ API_CLASS_GROUPS = {
 # Typed method verb prefixes -> RBAC verb.
 TYPED_VERBS = {
     "read": "get",
+    "get": "get",  # CustomObjectsApi says get_..., the typed clients read_...
     "list": "list",
     "create": "create",
     "patch": "patch",
@@ -74,7 +75,7 @@ TYPED_VERBS = {
     "delete": "delete",
 }
 TYPED_METHOD = re.compile(
-    r"^(?P<verb>read|list|create|patch|replace|delete_collection|delete)_"
+    r"^(?P<verb>read|get|list|create|patch|replace|delete_collection|delete)_"
     r"(?:namespaced_|cluster_)?(?P<what>[a-z_]+?)(?P<sub>_status|_scale)?"
     r"(?:_for_all_namespaces)?$"
 )
@@ -341,6 +342,16 @@ class KubeScan:
         guards = _truthy_guards(fn)
         direct: list[tuple[str, set[str], frozenset[str]]] = []
         calls: list[tuple[str, frozenset[str]]] = []
+        # `api = client.CustomObjectsApi(...)` then `api.patch_...(...)`: the local name
+        # stands for its client class.
+        local_clients = {
+            node.targets[0].id: cls
+            for node in ast.walk(fn)
+            if isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and (cls := _api_class(node.value)) is not None
+        }
         for node in ast.walk(fn):
             if not isinstance(node, ast.Call):
                 continue
@@ -354,6 +365,8 @@ class KubeScan:
                 continue
             receiver = func.value
             api_class = _api_class(receiver)
+            if api_class is None and isinstance(receiver, ast.Name):
+                api_class = local_clients.get(receiver.id)
             if api_class is not None:
                 if api_class not in API_CLASS_GROUPS:
                     raise ScanError(f"{where}: client.{api_class} is not mapped to an API group")

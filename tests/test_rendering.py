@@ -38,12 +38,11 @@ def _render(**pools: int) -> dict[str, dict[str, Any]]:
 
 def test_children_and_owner_references() -> None:
     objs = _render(h100=2, mig=1)
+    # No warm pool and no standby pod wanted: no standby Deployments.
     assert set(objs) == {
         "ConfigMap/chat-triton-config",
         "Deployment/chat-h100",
-        "Deployment/chat-h100-standby",
         "Deployment/chat-mig",
-        "Deployment/chat-mig-standby",
         "Service/chat",
         "PodDisruptionBudget/chat",
     }
@@ -143,6 +142,25 @@ def test_standby_deployment_runs_the_warm_pool_at_the_lowest_priority() -> None:
     assert standby["metadata"]["ownerReferences"][0]["uid"] == "u-1"
 
 
+def test_a_standby_deployment_exists_while_a_warm_pool_or_a_standby_pod_is_wanted() -> None:
+    def deployments(warm_pool: int, standby: int) -> set[str]:
+        body = valid_service("chat")
+        body["metadata"].update(namespace="ml", uid="u-1")
+        body["spec"]["scaling"]["warmPool"] = warm_pool
+        inp = RenderInput(
+            service=parse_inference_service(body),
+            classes={"h100": H100},
+            pools={"h100": PoolPlan(1, standby=standby)},
+        )
+        return {o["metadata"]["name"] for o in render_children(inp) if o["kind"] == "Deployment"}
+
+    # A warm pool with no room yet still has its Deployment (at 0 replicas).
+    assert deployments(warm_pool=1, standby=0) == {"chat-h100", "chat-h100-standby"}
+    # A promoted standby pod serves on until relieved, with or without a warm pool.
+    assert deployments(warm_pool=0, standby=1) == {"chat-h100", "chat-h100-standby"}
+    assert deployments(warm_pool=0, standby=0) == {"chat-h100"}
+
+
 def test_config_change_rolls_pods_via_hash() -> None:
     a = _render(h100=1)["Deployment/chat-h100"]["spec"]["template"]["metadata"]["annotations"]
     body = valid_service("chat")
@@ -232,4 +250,4 @@ def test_keda_engine_renders_a_scaled_object_and_leaves_replicas_to_it() -> None
     assert float(trigger["metadata"]["threshold"]) > 0
     deps = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Deployment"}
     assert "replicas" not in deps["chat-h100"]["spec"]  # one writer: KEDA
-    assert deps["chat-h100-standby"]["spec"]["replicas"] == 0  # no warm pool with KEDA
+    assert set(deps) == {"chat-h100"}  # no warm pool with KEDA, so no standby Deployment

@@ -318,9 +318,13 @@ def render_children(inp: RenderInput) -> list[Obj]:
             so["metadata"] = _meta(svc, svc.metadata.name)
             children.append(so)
         children.append(dep)
-        children.append(
-            deployment(svc, class_name, accel, plan, inp.extra_pod_labels, standby=True)
-        )
+        # No warm pool and no standby pod wanted: no standby Deployment either (an empty
+        # one still costs the controller manager a ReplicaSet and status updates). The
+        # operator retires the one that is no longer rendered.
+        if plan.standby or svc.spec.scaling.warm_pool:
+            children.append(
+                deployment(svc, class_name, accel, plan, inp.extra_pod_labels, standby=True)
+            )
     children.append(service_object(svc))
     children.append(disruption_budget(svc))
     return children
