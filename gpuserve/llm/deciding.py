@@ -43,7 +43,7 @@ class LLMPolicy:
     )
     min_replicas: int = 1
     max_replicas: int = 100
-    utilization: float = 0.85  # share of the modelled capacity to plan on
+    utilization: float = 0.95  # share of the modelled capacity (already at the quantile)
     startup_s: float = 45.0
     queue_budget_s: float = 10.0
     scale_down_window_s: float = 300.0

@@ -241,6 +241,7 @@ class _Simulation:
         self.next_arrival = 0
         for _ in range(config.initial_replicas):
             self._add_replica(0.0, instant=True)
+        self.size_log.append((0.0, config.initial_replicas))
         self._push(0.0, _SCRAPE, -1)
         if scaler.interval_s > 0:
             self._push(scaler.offset_s, _EVAL, -1)

@@ -1,5 +1,6 @@
 """The oracle: per window, the fewest replicas whose requests meet both objectives at the
-target share, knowing every arrival and starting replicas instantly. Its GPU-hours are a
+target share (or, where no number of replicas reaches it, at the share ample replicas
+reach), knowing every arrival and starting replicas instantly. Its GPU-hours are a
 lower bound for a real scaler on the same trace (up to the window granularity and the
 cache warmth each window starts with)."""
 
@@ -25,16 +26,19 @@ def plan_oracle(
     """The plan and its run over the whole trace."""
     count = int(trace.duration // window_s) + 1
     plan: list[int] = []
+    goals: list[float] = []
     for k in range(count):
         part = _window(trace, k * window_s, (k + 1) * window_s)
-        plan.append(_fewest(config, part, target, most, start=plan[-1] if plan else 1))
+        size, goal = _fewest(config, part, target, most, start=plan[-1] if plan else 1)
+        plan.append(size)
+        goals.append(goal)
     scaler = Planned(window_s, tuple(plan))
     run = _run(config, trace, scaler)
     for _ in range(REFINE_ROUNDS):
         short = [
             k
             for k in range(count)
-            if run.attainment(k * window_s, (k + 1) * window_s) < target and plan[k] < most
+            if run.attainment(k * window_s, (k + 1) * window_s) < goals[k] and plan[k] < most
         ]
         if not short:
             break
@@ -61,19 +65,27 @@ def _window(trace: TokenTrace, start: float, end: float) -> TokenTrace:
 
 def _fewest(
     config: ClusterConfig, part: TokenTrace, target: float, most: int, *, start: int
-) -> int:
+) -> tuple[int, float]:
+    """(fewest replicas, the attainment goal they meet) for one window."""
     if not part.requests:
-        return 1
+        return 1, target
+
+    def attained(n: int) -> float:
+        sized = replace(config, initial_replicas=n)
+        return simulate_cluster(sized, part, Static(n)).attainment()
+
+    # Some requests miss on any number of replicas (a prompt too long for the TTFT
+    # objective): the window's goal is then what ample replicas attain.
+    goal = min(target, attained(max(2 * start, start + 4, 8)) - 1e-9)
 
     def meets(n: int) -> bool:
-        sized = replace(config, initial_replicas=n)
-        return simulate_cluster(sized, part, Static(n)).attainment() >= target
+        return attained(n) >= goal
 
     n = max(1, start)
     if meets(n):
         while n > 1 and meets(n - 1):
             n -= 1
-        return n
+        return n, goal
     while n < most and not meets(n + 1):
         n += 1
-    return min(most, n + 1)
+    return min(most, n + 1), goal

@@ -74,7 +74,7 @@ class GpuserveLLM(ClusterScaler):
 
 
 @dataclass
-class _Hpa:
+class HpaRule:
     """The HorizontalPodAutoscaler's rule on an average-value metric: desired =
     ceil(current x metric / target) outside a 10% tolerance; growth at most
     max(4 pods, 100%) per period; shrinking to the largest recommendation of the last
@@ -107,7 +107,7 @@ class KedaWaiting(ClusterScaler):
     name: str = "keda-waiting"
     interval_s: float = 15.0
     offset_s: float = 1.0
-    hpa: _Hpa = field(default_factory=_Hpa)
+    hpa: HpaRule = field(default_factory=HpaRule)
 
     def target(self, view: ClusterView) -> int | None:
         if not view.snapshots:
@@ -126,7 +126,7 @@ class HpaKvUsage(ClusterScaler):
     name: str = "hpa-kv"
     interval_s: float = 15.0
     offset_s: float = 2.0
-    hpa: _Hpa = field(default_factory=_Hpa)
+    hpa: HpaRule = field(default_factory=HpaRule)
 
     def target(self, view: ClusterView) -> int | None:
         if not view.snapshots:
@@ -165,7 +165,7 @@ class PlannerLike(ClusterScaler):
         if last.ttft_high_s is not None and expected.ttft_s > 0:
             correction = max(correction, last.ttft_high_s / expected.ttft_s)
         needed = last.rate / capacity.rate * min(correction, 2.0)
-        return max(1, math.ceil(needed - 1e-9))
+        return max(1, min(self.policy.max_replicas, math.ceil(needed - 1e-9)))
 
 
 @dataclass

@@ -1,0 +1,215 @@
+"""LLM services: gpuserve's token-objective scaler against the LLM autoscalers, token-level.
+
+    .venv/bin/python bench/llm_capacity.py [--seeds 3] [--only azure,mooncake,bursty,flash]
+                                           [--routing-only] [--minutes M]
+
+Per workload and load (two each): TTFT, TPOT and joint attainment, GPU-hours and their ratio
+to the oracle, goodput per GPU (output tokens of requests within both objectives per
+GPU-second) and its ratio to static-at-peak, the largest replica count, and the wall time
+per simulated hour of each policy; means over the seeds (attainment also its worst seed).
+Then prefix-affinity vs random routing on the Mooncake conversation trace. Engine: Llama 3
+8B on one H100 (gpuserve/llm/params.py), 45 s replica start-up. docs/bench-notes/
+llm-capacity.md records the figures and the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from gpuserve.llm.capacity import TokenObjectives  # noqa: E402
+from gpuserve.llm.params import EngineParams  # noqa: E402
+from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, simulate_cluster  # noqa: E402
+from gpuserve.sim.llm.lineup import Entry, compare  # noqa: E402
+from gpuserve.sim.llm.scalers import Static  # noqa: E402
+from gpuserve.sim.llm.traces import (  # noqa: E402
+    MOONCAKE_BLOCK,
+    TokenTrace,
+    azure_conversation,
+    bursty_tokens,
+    flash_crowd_tokens,
+    mooncake,
+)
+
+AZURE = REPO / "traces" / "azure-llm-conv-2023.csv"
+MOONCAKE = REPO / "traces" / "mooncake-conversation-2025.jsonl"
+# Llama 3.1 8B's 128k context; the cache (27,000 x 16 tokens) holds it.
+CHAT = EngineParams(max_model_len=131_072)
+# Mooncake hashes 512-token blocks: the engine keeps the same granularity (same cache size).
+LONG = EngineParams(block_size=MOONCAKE_BLOCK, num_blocks=843, max_model_len=131_072)
+CHAT_SLO = TokenObjectives(ttft_s=1.0, tpot_s=0.05, quantile=0.99)
+LONG_SLO = TokenObjectives(ttft_s=10.0, tpot_s=0.1, quantile=0.99)
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    load: str
+    params: EngineParams
+    objectives: TokenObjectives
+    make: Callable[[int], TokenTrace]  # seed -> trace
+
+
+def _clip(trace: TokenTrace, minutes: float | None) -> TokenTrace:
+    if minutes is None:
+        return trace
+    kept = tuple(r for r in trace.requests if r.arrival_s < minutes * 60)
+    return replace(trace, requests=kept)
+
+
+def workloads(minutes: float | None) -> list[Workload]:
+    azure_lines = AZURE.read_text().splitlines()
+    moon_lines = MOONCAKE.read_text().splitlines()
+    mix = azure_conversation(azure_lines)
+    out: list[Workload] = []
+    for compress in (2.0, 4.0):
+        trace = _clip(azure_conversation(azure_lines, compress=compress), minutes)
+        out.append(Workload("azure-conv", f"x{compress:g}", CHAT, CHAT_SLO, lambda _s, t=trace: t))
+    for compress in (1.0, 2.0):
+        trace = _clip(mooncake(moon_lines, compress=compress), minutes)
+        out.append(
+            Workload("mooncake-conv", f"x{compress:g}", LONG, LONG_SLO, lambda _s, t=trace: t)
+        )
+    span = 60.0 * (minutes or 30.0)
+    for rate in (8.0, 16.0):
+        out.append(
+            Workload(
+                "bursty",
+                f"{rate:g}/s",
+                CHAT,
+                CHAT_SLO,
+                lambda s, r=rate: bursty_tokens(mix, mean_rate=r, duration=span, seed=s),
+            )
+        )
+        out.append(
+            Workload(
+                "flash-crowd",
+                f"{rate:g}/s x3",
+                CHAT,
+                CHAT_SLO,
+                lambda s, r=rate: flash_crowd_tokens(
+                    mix, mean_rate=r, duration=span, factor=3.0, seed=s
+                ),
+            )
+        )
+    return out
+
+
+def _row(name: str, runs: list[Entry], oracle_hours: float, static_goodput: float) -> str:
+    n = len(runs)
+    both = [e.run.attainment() for e in runs]
+    hours = sum(e.run.gpu_hours for e in runs) / n
+    goodput = sum(e.run.goodput_per_gpu() for e in runs) / n
+    sim_hours = sum(_span(e.run) for e in runs) / 3600.0
+    per_hour = sum(e.seconds for e in runs) / sim_hours if sim_hours else 0.0
+    peak = max(max((k for _, k in e.run.replicas), default=0) for e in runs)
+    return (
+        f"| {name} | {100 * sum(e.run.ttft_attainment() for e in runs) / n:.2f} "
+        f"| {100 * sum(e.run.tpot_attainment() for e in runs) / n:.2f} "
+        f"| {100 * sum(both) / n:.2f} ({100 * min(both):.2f}) | {hours:.3f} "
+        f"| {hours / oracle_hours:.2f} | {goodput:.0f} | {goodput / static_goodput:.2f} "
+        f"| {peak or '-'} | {per_hour:.1f} |"
+    )
+
+
+def _span(run: ClusterRun) -> float:
+    return max((o.arrival_s for o in run.outcomes), default=0.0)
+
+
+def scalers_table(workload: Workload, seeds: int) -> None:
+    by_name: dict[str, list[Entry]] = {}
+    for seed in range(seeds):
+        trace = workload.make(seed)
+        config = ClusterConfig(workload.params, workload.objectives, seed=seed)
+        for entry in compare(config, trace):
+            by_name.setdefault(entry.name, []).append(entry)
+    trace = workload.make(0)
+    o = workload.objectives
+    print(
+        f"\n### {workload.name} {workload.load}: {len(trace.requests)} requests over "
+        f"{trace.duration / 60:.0f} min; TTFT {o.ttft_s:g} s, TPOT {o.tpot_s * 1000:g} ms, "
+        f"p{100 * o.quantile:g}; {seeds} seed(s)\n"
+    )
+    print(
+        "| policy | TTFT att. % | TPOT att. % | both % (worst seed) | GPU-h | x oracle "
+        "| goodput tok/s/GPU | x static | max replicas | s per sim-hour |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    oracle_hours = sum(e.run.gpu_hours for e in by_name["oracle"]) / seeds
+    static_goodput = sum(e.run.goodput_per_gpu() for e in by_name["static-peak"]) / seeds
+    for name, runs in by_name.items():
+        print(_row(name, runs, oracle_hours, static_goodput))
+    sys.stdout.flush()
+
+
+def _fewest_static(
+    config: ClusterConfig, trace: TokenTrace, target: float
+) -> tuple[int, ClusterRun]:
+    n = 1
+    while True:
+        run = simulate_cluster(replace(config, initial_replicas=n), trace, Static(n))
+        if run.attainment() >= target or n >= 64:
+            return n, run
+        n += 1
+
+
+def routing_table(minutes: float | None, seeds: int) -> None:
+    lines = MOONCAKE.read_text().splitlines()
+    print(
+        "\n### prefix affinity vs random routing, mooncake-conv "
+        f"(load bound 1.25 x mean + 1; {seeds} seed(s))\n"
+    )
+    print(
+        "| load | routing | hit rate % | TTFT p95 s | both % | fewest static replicas "
+        "at >= 99% | their GPU-h |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for compress in (1.0, 2.0):
+        trace = _clip(mooncake(lines, compress=compress), minutes)
+        for routing in ("random", "prefix"):
+            found = [
+                _fewest_static(
+                    ClusterConfig(LONG, LONG_SLO, routing=routing, seed=seed), trace, 0.99
+                )
+                for seed in range(seeds)
+            ]
+            runs = [run for _, run in found]
+            n = len(runs)
+            sizes = sorted({size for size, _ in found})
+            print(
+                f"| x{compress:g} | {routing} | {100 * sum(r.hit_rate for r in runs) / n:.1f} "
+                f"| {sum(r.ttft_percentile(95) for r in runs) / n:.2f} "
+                f"| {100 * sum(r.attainment() for r in runs) / n:.2f} "
+                f"| {'/'.join(str(s) for s in sizes)} "
+                f"| {sum(r.gpu_hours for r in runs) / n:.3f} |"
+            )
+            sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--only", default="", help="comma-separated workload names")
+    p.add_argument("--minutes", type=float, default=None, help="clip every trace (quick runs)")
+    p.add_argument("--routing-only", action="store_true")
+    args = p.parse_args(argv)
+    began = time.perf_counter()
+    if not args.routing_only:
+        chosen = {w for w in args.only.split(",") if w}
+        for workload in workloads(args.minutes):
+            if not chosen or workload.name in chosen:
+                scalers_table(workload, args.seeds)
+    if not args.only or "mooncake-conv" in args.only or args.routing_only:
+        routing_table(args.minutes, args.seeds)
+    print(f"\nwall time {time.perf_counter() - began:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

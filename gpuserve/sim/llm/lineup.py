@@ -1,0 +1,74 @@
+"""One comparison: the oracle, static at peak, gpuserve and the LLM baselines on a trace.
+
+Every contender starts with the oracle's first-window size (a service already running at
+its level) and may grow to twice the oracle's peak (a ``maxReplicas`` a platform team sets).
+The baselines' settings are those a team would choose from a load test of the same trace:
+docs/llm.md says which and why.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from gpuserve.llm.capacity import LoadShape, replica_capacity
+from gpuserve.llm.deciding import LLMPolicy
+from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, ClusterScaler, simulate_cluster
+from gpuserve.sim.llm.oracle import plan_oracle
+from gpuserve.sim.llm.scalers import (
+    GpuserveLLM,
+    HpaKvUsage,
+    HpaRule,
+    KedaWaiting,
+    PlannerLike,
+    Static,
+)
+from gpuserve.sim.llm.traces import TokenTrace
+
+KEDA_WAITING_PER_REPLICA = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    name: str
+    run: ClusterRun
+    seconds: float  # wall time of the simulation
+
+
+def trace_shape(trace: TokenTrace, quantile: float) -> LoadShape:
+    """The token mix of a whole trace (what a load test would have used)."""
+    prompts = np.array([r.prompt_tokens for r in trace.requests], dtype=float)
+    outputs = np.array([r.output_tokens for r in trace.requests], dtype=float)
+    return LoadShape(
+        float(prompts.mean()), float(np.quantile(prompts, quantile)), float(outputs.mean())
+    )
+
+
+def compare(config: ClusterConfig, trace: TokenTrace, *, window_s: float = 60.0) -> list[Entry]:
+    """The oracle first, then static at its peak, gpuserve and the baselines."""
+    objectives = config.objectives
+    started = time.perf_counter()
+    plan, oracle_run = plan_oracle(config, trace, window_s=window_s, target=objectives.quantile)
+    entries = [Entry("oracle", oracle_run, time.perf_counter() - started)]
+    peak = max(plan.plan)
+    most = 2 * peak
+    policy = LLMPolicy(objectives, config.params, max_replicas=most, startup_s=config.startup_s)
+    shape = trace_shape(trace, objectives.quantile)
+    at_capacity = replica_capacity(config.params, shape, objectives).at_rate
+    kv_target = max(0.05, at_capacity.kv_usage * policy.utilization)
+    contenders: list[ClusterScaler] = [
+        Static(peak),
+        GpuserveLLM(policy),
+        KedaWaiting(KEDA_WAITING_PER_REPLICA, hpa=HpaRule(max_replicas=most)),
+        HpaKvUsage(kv_target, hpa=HpaRule(max_replicas=most)),
+        PlannerLike(objectives, policy),
+    ]
+    start = replace(config, initial_replicas=plan.plan[0])
+    for scaler in contenders:
+        sized = replace(start, initial_replicas=peak) if isinstance(scaler, Static) else start
+        began = time.perf_counter()
+        run = simulate_cluster(sized, trace, scaler)
+        entries.append(Entry(scaler.name, run, time.perf_counter() - began))
+    return entries
