@@ -6,9 +6,10 @@ here for LLM formats. Per evaluation:
 
 1. The token mix and prefix-hit rate of the stable window (``LoadShape``) give each class's
    sustainable rate per replica (``replica_capacity``), used up to ``utilization``.
-2. Demand is the larger of the stable and the recent request rate, plus the recent rise
-   carried one start-up time ahead (a replica takes about ``startup_s`` to serve), plus the
-   requests waiting beyond one per ready replica, admitted within ``queue_budget_s``.
+2. Demand is the stable request rate or, where the recent rate rises beyond its Poisson
+   noise, the recent rate plus that rise carried one start-up time (``startup_s``) ahead;
+   plus the requests waiting beyond one per ready replica, admitted within
+   ``queue_budget_s``.
 3. Measured TTFT (at the quantile) or TPOT (mean gap) over its objective while requests
    wait or are preempted, with no replica starting, asks for one more replica than are
    ready (the model missed something).
@@ -30,6 +31,9 @@ from gpuserve.llm.capacity import LoadShape, TokenObjectives, replica_capacity
 from gpuserve.llm.observing import Observation
 from gpuserve.llm.params import EngineParams
 
+# Standard deviations of Poisson noise a recent rise must exceed to count.
+SURGE_Z = 2.0
+
 
 @dataclass(frozen=True, slots=True)
 class LLMPolicy:
@@ -43,7 +47,7 @@ class LLMPolicy:
     )
     min_replicas: int = 1
     max_replicas: int = 100
-    utilization: float = 0.95  # share of the modelled capacity (already at the quantile)
+    utilization: float = 1.0  # share of the modelled capacity (already at the quantile)
     startup_s: float = 45.0
     queue_budget_s: float = 10.0
     scale_down_window_s: float = 300.0
@@ -51,6 +55,16 @@ class LLMPolicy:
 
     def params_for(self, class_name: str) -> EngineParams:
         return self.by_class.get(class_name, self.params)
+
+
+@dataclass(frozen=True, slots=True)
+class LLMInputs:
+    """What ``gpuserve.autoscaling.deciding.decide`` hands over for an LLM service: the
+    policy from its spec and two windows of its vLLM metrics (``observing.observe``)."""
+
+    policy: LLMPolicy
+    stable: Observation | None  # the last minute
+    recent: Observation | None  # the last 15 seconds
 
 
 def decide_llm(
@@ -77,8 +91,15 @@ def decide_llm(
     }
     reference = caps[pools.classes[0].name] if pools.classes else None
     per_replica = (reference.rate if reference else 0.0) * policy.utilization
-    rise = max(0.0, recent.rate - stable.rate)
-    demand = max(stable.rate, recent.rate) + rise * min(1.0, policy.startup_s / stable.window_s)
+    # The recent window counts only where it rises beyond its own Poisson noise: a
+    # 15-second count is noisy, and each false rise buys a replica for a whole
+    # scale-down window.
+    rise = recent.rate - stable.rate
+    noise = math.sqrt(max(recent.rate, stable.rate) / max(recent.window_s, 1e-9))
+    if rise > SURGE_Z * noise:
+        demand = recent.rate + rise * min(1.0, policy.startup_s / stable.window_s)
+    else:
+        demand = stable.rate
     # A request or so waiting per replica is normal (it waits a step, or behind a long
     # prompt's chunks); only the excess is a backlog more replicas would drain.
     excess = max(0.0, recent.waiting - max(1, pools.serving_ready))

@@ -1,0 +1,120 @@
+"""The token-level cluster simulator: traces, replicas, routing, scalers and the oracle."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from gpuserve.llm.capacity import TokenObjectives
+from gpuserve.llm.deciding import LLMPolicy
+from gpuserve.llm.params import EngineParams
+from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, simulate_cluster
+from gpuserve.sim.llm.oracle import plan_oracle
+from gpuserve.sim.llm.scalers import GpuserveLLM, Static
+from gpuserve.sim.llm.traces import (
+    TokenRequest,
+    TokenTrace,
+    azure_conversation,
+    flash_crowd_tokens,
+    mooncake,
+)
+
+OBJECTIVES = TokenObjectives(ttft_s=1.0, tpot_s=0.05)
+PARAMS = EngineParams()
+
+
+def _chat(rate: float, seconds: float, seed: int = 1) -> TokenTrace:
+    rng = random.Random(seed)
+    clock, out = 0.0, []
+    while clock < seconds:
+        clock += rng.expovariate(rate)
+        out.append(TokenRequest(clock, rng.randint(100, 2000), rng.randint(20, 300)))
+    return TokenTrace("chat", tuple(out))
+
+
+def _static(trace: TokenTrace, n: int, **config: object) -> ClusterRun:
+    base = ClusterConfig(PARAMS, OBJECTIVES, initial_replicas=n)
+    return simulate_cluster(replace(base, **config), trace, Static(n))  # type: ignore[arg-type]
+
+
+def test_parsers_read_the_trace_formats_and_compress_time() -> None:
+    azure = [
+        "TIMESTAMP,ContextTokens,GeneratedTokens",
+        "2023-11-16 18:15:46.6805900,374,44",
+        "2023-11-16 18:15:50.6805900,396,0",
+    ]
+    trace = azure_conversation(azure, compress=2.0)
+    assert [r.arrival_s for r in trace.requests] == pytest.approx([0.0, 2.0])
+    assert trace.requests[1].output_tokens == 1  # a request always yields a token
+    with pytest.raises(ValueError, match="header"):
+        azure_conversation(["a,b,c"])
+    line = '{"timestamp": 1500, "input_length": 1100, "output_length": 9, "hash_ids": [4, 5, 6]}'
+    moon = mooncake([line])
+    assert moon.requests[0] == TokenRequest(1.5, 1100, 9, (4, 5, 6)) and moon.block_size == 512
+    with pytest.raises(ValueError, match="input_length"):
+        mooncake(['{"timestamp": 0, "output_length": 1}'])
+
+
+def test_more_replicas_serve_an_overload_and_cost_their_gpu_time() -> None:
+    trace = _chat(rate=24.0, seconds=120.0)
+    one, three = _static(trace, 1), _static(trace, 3)
+    assert one.attainment() < 0.5 < 0.99 <= three.attainment()
+    span = max(o.arrival_s for o in three.outcomes)
+    assert span * 3 <= three.gpu_seconds <= (span + 30) * 3
+    assert len(three.outcomes) == len(trace.requests)
+
+
+def test_a_trace_with_hashes_needs_the_engines_block_size() -> None:
+    trace = TokenTrace("x", (TokenRequest(0.0, 600, 2, (1,)),), block_size=512)
+    with pytest.raises(ValueError, match="block_size"):
+        _static(trace, 1)
+
+
+def _conversations(seed: int) -> TokenTrace:
+    """Conversations whose turns resend the whole history: each turn's prompt extends the
+    previous one's blocks (16-token blocks, as the engine's)."""
+    rng = random.Random(seed)
+    requests, next_block = [], 0
+    for _ in range(60):
+        blocks: list[int] = []
+        clock = rng.uniform(0, 100)
+        for _ in range(4):
+            blocks += range(next_block, next_block + 40)
+            next_block += 40
+            requests.append(TokenRequest(clock, len(blocks) * 16 + 5, 30, tuple(blocks)))
+            clock += rng.uniform(3, 10)
+    requests.sort(key=lambda r: r.arrival_s)
+    return TokenTrace("conversations", tuple(requests))
+
+
+def test_prefix_affinity_finds_the_history_that_random_spreading_misses() -> None:
+    trace = _conversations(3)
+    spread = _static(trace, 4, routing="random")
+    affine = _static(trace, 4, routing="prefix")
+    assert affine.hit_rate > spread.hit_rate + 0.2
+    assert affine.ttft_percentile(95) < spread.ttft_percentile(95)
+
+
+def test_gpuserve_grows_for_a_flash_crowd_and_shrinks_after_it() -> None:
+    mix = _chat(5.0, 60.0, seed=2)
+    trace = flash_crowd_tokens(mix, mean_rate=8.0, duration=1200.0, factor=3.0, seed=4)
+    config = ClusterConfig(PARAMS, OBJECTIVES, initial_replicas=1)
+    run = simulate_cluster(config, trace, GpuserveLLM(LLMPolicy(OBJECTIVES, PARAMS)))
+    sizes = dict(run.replicas)
+    crowd_start, crowd_end = 500.0, 700.0  # duration x 5/12 and + duration / 6
+    during = max(n for t, n in sizes.items() if crowd_start <= t < crowd_end)
+    last = run.replicas[-1]
+    assert during >= 2 and last[0] > crowd_end and last[1] < during
+
+
+def test_the_oracle_plans_per_window_and_costs_no_more_than_static_at_its_peak() -> None:
+    quiet, busy = _chat(4.0, 120.0, seed=5), _chat(30.0, 120.0, seed=6)
+    shifted = tuple(replace(r, arrival_s=r.arrival_s + 120.0) for r in busy.requests)
+    trace = TokenTrace("step", quiet.requests + shifted)
+    config = ClusterConfig(PARAMS, OBJECTIVES)
+    plan, run = plan_oracle(config, trace, window_s=60.0)
+    assert plan.plan[0] == 1 and max(plan.plan) >= 2
+    assert run.attainment() >= 0.98
+    assert run.gpu_hours < _static(trace, max(plan.plan)).gpu_hours
