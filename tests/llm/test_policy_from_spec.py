@@ -1,0 +1,45 @@
+"""The LLM scaling policy read from an InferenceService spec."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpuserve.api.models import InferenceServiceSpec
+from gpuserve.llm.from_spec import UNSET_OBJECTIVE_S, llm_policy_from_spec
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _spec(example: str) -> dict[str, Any]:
+    spec: dict[str, Any] = yaml.safe_load((REPO_ROOT / "examples" / example).read_text())["spec"]
+    return spec
+
+
+def test_the_vllm_example_gives_its_objectives_bounds_and_engine_limits() -> None:
+    policy = llm_policy_from_spec(InferenceServiceSpec.model_validate(_spec("llama-vllm.yaml")))
+    assert policy is not None
+    assert (policy.objectives.ttft_s, policy.objectives.tpot_s) == pytest.approx((0.8, 0.06))
+    assert policy.objectives.quantile == pytest.approx(0.95)
+    assert (policy.min_replicas, policy.max_replicas) == (1, 8)
+    assert policy.params.max_running == 128 and policy.params.max_model_len == 8192
+
+
+def test_one_objective_alone_leaves_the_other_unbinding_and_none_gives_no_policy() -> None:
+    raw = _spec("llama-vllm.yaml")
+    only_ttft = copy.deepcopy(raw)
+    del only_ttft["slo"]["tpot"]
+    policy = llm_policy_from_spec(InferenceServiceSpec.model_validate(only_ttft))
+    assert policy is not None and policy.objectives.tpot_s == UNSET_OBJECTIVE_S
+    neither = copy.deepcopy(only_ttft)
+    del neither["slo"]["ttft"]
+    assert llm_policy_from_spec(InferenceServiceSpec.model_validate(neither)) is None
+
+
+def test_a_non_llm_service_has_no_llm_policy() -> None:
+    spec = InferenceServiceSpec.model_validate(_spec("resnet50-onnx-fp16.yaml"))
+    assert llm_policy_from_spec(spec) is None
