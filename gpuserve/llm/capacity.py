@@ -27,6 +27,7 @@ largest for which every limit holds (each grows with the rate: found by bisectio
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Literal
@@ -40,6 +41,15 @@ KV_LIMIT = 0.9
 _BISECTIONS = 50
 
 
+def _require(
+    owner: object, names: tuple[str, ...], ok: Callable[[float], bool], wording: str
+) -> None:
+    for name in names:
+        value = getattr(owner, name)
+        if not ok(value):
+            raise ValueError(f"{name}: {wording}, got {value}")
+
+
 @dataclass(frozen=True, slots=True)
 class TokenObjectives:
     """Time to first token and time per output token, each met by ``quantile`` of the
@@ -50,11 +60,8 @@ class TokenObjectives:
     quantile: float = 0.99
 
     def __post_init__(self) -> None:
-        for name in ("ttft_s", "tpot_s"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name}: must be positive, got {getattr(self, name)}")
-        if not 0.5 <= self.quantile < 1:
-            raise ValueError(f"quantile: must be in [0.5, 1), got {self.quantile}")
+        _require(self, ("ttft_s", "tpot_s"), lambda v: v > 0, "must be positive")
+        _require(self, ("quantile",), lambda v: 0.5 <= v < 1, "must be in [0.5, 1)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +74,9 @@ class LoadShape:
     prefix_hit_rate: float = 0.0  # share of prompt tokens found in the prefix cache
 
     def __post_init__(self) -> None:
-        for name in ("prompt_mean", "prompt_high", "output_mean"):
-            if not getattr(self, name) >= 1:
-                raise ValueError(f"{name}: must be at least 1 token, got {getattr(self, name)}")
-        if not 0 <= self.prefix_hit_rate < 1:
-            raise ValueError(f"prefix_hit_rate: must be in [0, 1), got {self.prefix_hit_rate}")
+        names = ("prompt_mean", "prompt_high", "output_mean")
+        _require(self, names, lambda v: v >= 1, "must be at least 1 token")
+        _require(self, ("prefix_hit_rate",), lambda v: 0 <= v < 1, "must be in [0, 1)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,11 +19,10 @@ from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, ClusterScaler, s
 from gpuserve.sim.llm.oracle import plan_oracle
 from gpuserve.sim.llm.scalers import (
     GpuserveLLM,
-    HpaKvUsage,
-    HpaRule,
-    KedaWaiting,
     PlannerLike,
     Static,
+    hpa_kv_usage,
+    keda_waiting,
 )
 from gpuserve.sim.llm.traces import TokenTrace
 
@@ -61,8 +60,8 @@ def compare(config: ClusterConfig, trace: TokenTrace, *, window_s: float = 60.0)
     contenders: list[ClusterScaler] = [
         Static(peak),
         GpuserveLLM(policy),
-        KedaWaiting(KEDA_WAITING_PER_REPLICA, hpa=HpaRule(max_replicas=most)),
-        HpaKvUsage(kv_target, hpa=HpaRule(max_replicas=most)),
+        keda_waiting(KEDA_WAITING_PER_REPLICA, most),
+        hpa_kv_usage(kv_target, most),
         PlannerLike(objectives, policy),
     ]
     start = replace(config, initial_replicas=plan.plan[0])

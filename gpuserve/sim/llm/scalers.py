@@ -98,13 +98,15 @@ class HpaRule:
 
 
 @dataclass
-class KedaWaiting(ClusterScaler):
-    """KEDA's Prometheus scaler on ``sum(vllm:num_requests_waiting)`` with an
-    AverageValue target per replica (KServe's and the vLLM production stack's KEDA path),
-    feeding the HPA rule. Polled every 15 s."""
+class HpaOnGauge(ClusterScaler):
+    """The HPA rule on one vLLM gauge. ``summed``: the gauge is added up over replicas and
+    the target is per replica (KEDA's AverageValue on a sum); otherwise it is the mean of
+    the serving replicas (replicas still starting report nothing)."""
 
-    target_waiting: float = 2.0
-    name: str = "keda-waiting"
+    metric: str
+    target_value: float
+    summed: bool
+    name: str
     interval_s: float = 15.0
     offset_s: float = 1.0
     hpa: HpaRule = field(default_factory=HpaRule)
@@ -112,29 +114,26 @@ class KedaWaiting(ClusterScaler):
     def target(self, view: ClusterView) -> int | None:
         if not view.snapshots:
             return None
-        waiting = view.snapshots[-1].gauges.get(vllm.NUM_REQUESTS_WAITING.name, 0.0)
-        current = max(1, view.committed)
-        return self.hpa.desired(view.now, current, waiting / (self.target_waiting * current))
-
-
-@dataclass
-class HpaKvUsage(ClusterScaler):
-    """HPA on the mean KV-cache usage of the replicas (AIBrix / KubeAI style), target a
-    fraction of the cache."""
-
-    target_usage: float = 0.5
-    name: str = "hpa-kv"
-    interval_s: float = 15.0
-    offset_s: float = 2.0
-    hpa: HpaRule = field(default_factory=HpaRule)
-
-    def target(self, view: ClusterView) -> int | None:
-        if not view.snapshots:
-            return None
-        usage = view.snapshots[-1].gauges.get(vllm.KV_CACHE_USAGE.name, 0.0)
-        # Replicas still starting report nothing: the mean is over those that serve.
+        value = view.snapshots[-1].gauges.get(self.metric, 0.0)
+        if self.summed:
+            current = max(1, view.committed)
+            return self.hpa.desired(view.now, current, value / (self.target_value * current))
         ready = max(1, view.serving)
-        return self.hpa.desired(view.now, ready, usage / self.target_usage) + view.starting
+        return self.hpa.desired(view.now, ready, value / self.target_value) + view.starting
+
+
+def keda_waiting(per_replica: float, most: int) -> HpaOnGauge:
+    """KEDA's Prometheus scaler on ``sum(vllm:num_requests_waiting)`` with an AverageValue
+    target per replica (KServe's and the vLLM production stack's KEDA path), feeding the
+    HPA rule; polled every 15 s."""
+    waiting = vllm.NUM_REQUESTS_WAITING.name
+    return HpaOnGauge(waiting, per_replica, True, "keda-waiting", hpa=HpaRule(max_replicas=most))
+
+
+def hpa_kv_usage(target: float, most: int) -> HpaOnGauge:
+    """HPA on the replicas' mean KV-cache usage (AIBrix / KubeAI style)."""
+    usage = vllm.KV_CACHE_USAGE.name
+    return HpaOnGauge(usage, target, False, "hpa-kv", offset_s=2.0, hpa=HpaRule(max_replicas=most))
 
 
 @dataclass
