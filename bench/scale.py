@@ -50,6 +50,7 @@ sys.path.insert(0, str(REPO))
 
 import yaml  # noqa: E402
 from kubernetes import client  # noqa: E402
+from kubernetes import watch as kwatch  # noqa: E402
 from kubernetes.client.exceptions import ApiException  # noqa: E402
 
 from e2e.cluster import lifecycle, procs, settings  # noqa: E402
@@ -158,17 +159,63 @@ def service_body(index: int, pods_every: int, pods: int) -> dict[str, Any]:
     return body
 
 
-def reconciled_count(custom: client.CustomObjectsApi) -> tuple[int, int]:
-    """(reconciled, total) over the benchmark's services (one cluster-wide list)."""
-    items = custom.list_cluster_custom_object(GROUP, VERSION, SERVICES_PLURAL,
-                                              label_selector="gpuserve.io/bench=scale")["items"]
-    done = 0
-    for obj in items:
-        status = obj.get("status") or {}
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                    for c in status.get("conditions") or [])
-        done += ready and status.get("observedGeneration") == obj["metadata"]["generation"]
-    return done, len(items)
+BENCH_LABEL = "gpuserve.io/bench=scale"
+
+
+def _reconciled(obj: dict[str, Any]) -> bool:
+    status = obj.get("status") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                for c in status.get("conditions") or [])
+    return bool(ready and status.get("observedGeneration") == obj["metadata"]["generation"])
+
+
+class ReconciledWatch(threading.Thread):
+    """Which of the benchmark's services are reconciled, kept by a watch. Listing every
+    service once a second cost the API server more than the operator's own requests at
+    5,000 services (each list is tens of MB of JSON); a watch sends each change once."""
+
+    def __init__(self, custom: client.CustomObjectsApi) -> None:
+        super().__init__(daemon=True)
+        self.custom = custom
+        self.state: dict[tuple[str, str], bool] = {}
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+
+    def counts(self) -> tuple[int, int]:
+        """(reconciled, total) as last seen."""
+        with self.lock:
+            return sum(self.state.values()), len(self.state)
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                listed = self.custom.list_cluster_custom_object(
+                    GROUP, VERSION, SERVICES_PLURAL, label_selector=BENCH_LABEL)
+                with self.lock:
+                    self.state = {_key(o): _reconciled(o) for o in listed["items"]}
+                self._follow(listed["metadata"]["resourceVersion"])
+            except Exception as exc:  # an expired watch or a restarted API server: list again
+                print(f"watch of services: {exc}; listing again", file=sys.stderr)
+                time.sleep(1.0)
+
+    def _follow(self, resource_version: str) -> None:
+        watch = kwatch.Watch()
+        for event in watch.stream(self.custom.list_cluster_custom_object, GROUP, VERSION,
+                                  SERVICES_PLURAL, label_selector=BENCH_LABEL,
+                                  resource_version=resource_version, timeout_seconds=60):
+            obj = event["object"]
+            with self.lock:
+                if event["type"] == "DELETED":
+                    self.state.pop(_key(obj), None)
+                else:
+                    self.state[_key(obj)] = _reconciled(obj)
+            if self.stopped.is_set():
+                watch.stop()
+                return
+
+
+def _key(obj: dict[str, Any]) -> tuple[str, str]:
+    return obj["metadata"]["namespace"], obj["metadata"]["name"]
 
 
 def _children(api: client.ApiClient) -> list[Any]:
@@ -188,7 +235,7 @@ def children_report(api: client.ApiClient,
     children in one slot (same service, kind, class and pool: a duplicate), or a service
     missing a kind."""
     services = custom.list_cluster_custom_object(
-        GROUP, VERSION, SERVICES_PLURAL, label_selector="gpuserve.io/bench=scale")["items"]
+        GROUP, VERSION, SERVICES_PLURAL, label_selector=BENCH_LABEL)["items"]
     uids = {obj["metadata"]["uid"] for obj in services}
     counts: Counter[str] = Counter()
     slots: Counter[tuple[str, str, str, str]] = Counter()
@@ -288,6 +335,8 @@ def run(args: argparse.Namespace) -> int:
                 time.sleep(0.5 * (attempt + 1))
 
     burst_start_cpu = cpu_by_process(state, operator)
+    reconciled = ReconciledWatch(custom)
+    reconciled.start()
     t0 = time.monotonic()
     try:
         with ThreadPoolExecutor(max_workers=8) as pool:
@@ -296,7 +345,7 @@ def run(args: argparse.Namespace) -> int:
         progress: list[tuple[float, int]] = []
         deadline = t0 + RECONCILE_TIMEOUT_S
         while True:
-            done, total = reconciled_count(custom)
+            done, total = reconciled.counts()
             progress.append((time.monotonic() - t0, done))
             if done >= args.kill_at > 0 and not restarts:
                 # A crash in the middle of the burst: nothing is flushed, the new process
@@ -339,6 +388,7 @@ def run(args: argparse.Namespace) -> int:
             for frame, share in spy.top():
                 print(f"  {100 * share:5.1f} %  {frame}")
     finally:
+        reconciled.stopped.set()
         sampler.stopped.set()
         sampler.join(timeout=5)
         oom_kills = limit.oom_kills() if limit.path else None

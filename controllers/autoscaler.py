@@ -77,10 +77,11 @@ def evaluate(
     # Nothing to learn (no series, or no Prometheus, as on the last pass, with the same
     # spec and pods): the policy would hold again; skipping keeps a pass over thousands of
     # idle services cheap.
+    silent = _silent(reading, readings, key)
     quiet = (gen, reading.error, len(view.cluster.pods), ready_pods(view))
-    if _silent(reading, readings, key) and memory.quiet == quiet:
+    if silent and memory.quiet == quiet:
         return None
-    memory.quiet = quiet if _silent(reading, readings, key) else None
+    memory.quiet = None  # set again only once this evaluation has been written
     now = reading.sample.at
     live = dict(body.get("status") or {})
     status = InferenceServiceStatus.model_validate(live)
@@ -156,8 +157,14 @@ def evaluate(
     # A new status.desiredReplicas reaches the reconcile through the service's watch event
     # (inferenceservice.on_service_event), once the index holds it.
     kube.patch_status(
-        plural=SERVICES_PLURAL, name=key[1], namespace=key[0], status=rendered, live_status=live
+        plural=SERVICES_PLURAL,
+        name=key[1],
+        namespace=key[0],
+        status=rendered,
+        live_status=live,
+        resource_version=meta.get("resourceVersion"),
     )
+    memory.quiet = quiet if silent else None
     return decision
 
 

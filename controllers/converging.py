@@ -63,7 +63,7 @@ def in_kopf_context(fn: Any, *args: Any) -> Any:
     return context.run(fn, *args)
 
 
-_APPLIERS = ThreadPoolExecutor(max_workers=kube.API_THREADS, thread_name_prefix="apply")
+_APPLIERS = ThreadPoolExecutor(max_workers=kube.APPLIER_THREADS, thread_name_prefix="apply")
 
 
 def now_rfc3339() -> str:
@@ -360,6 +360,7 @@ def _write_status(body: Obj, status: InferenceServiceStatus, live_status: Obj) -
         namespace=meta.get("namespace"),
         status=rendered,
         live_status=live_status,
+        resource_version=meta.get("resourceVersion"),
     )
 
 

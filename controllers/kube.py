@@ -25,7 +25,11 @@ Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 WRITES: collections.Counter[str] = collections.Counter()
-API_THREADS = 32
+# Threads that may call the API server at once: the reconcile queue's workers, the child
+# appliers, the periodic loops; with room (a smaller pool discards connections).
+RECONCILE_WORKERS = 16
+APPLIER_THREADS = 16
+API_THREADS = RECONCILE_WORKERS + APPLIER_THREADS + 16
 # Child kinds the operator watches through kopf indexes (so no GET is needed first).
 INDEXED_KINDS = frozenset({"ConfigMap", "Deployment", "Service", "PodDisruptionBudget"})
 
@@ -155,15 +159,34 @@ def patch_pod_metadata(
     return True
 
 
+class StaleStatus(RuntimeError):
+    """The object changed since it was read (HTTP 409): read it again, then decide again."""
+
+    transient = True  # the reconcile queue retries it without a warning
+
+
 def patch_status(
-    *, plural: str, name: str, namespace: str | None, status: Obj, live_status: Obj
+    *,
+    plural: str,
+    name: str,
+    namespace: str | None,
+    status: Obj,
+    live_status: Obj,
+    resource_version: str | None = None,
 ) -> bool:
-    """Merge-patch status fields that differ from the live ones; True if written."""
+    """Merge-patch status fields that differ from the live ones; True if written.
+
+    With ``resource_version`` (that of the object ``live_status`` was read from) the
+    API server refuses the patch if the object has changed since: two writers of status
+    (the reconcile and the autoscaler) replace the conditions list whole, and one working
+    from a stale copy would drop the other's conditions. Raises StaleStatus then."""
     changed = {k: v for k, v in status.items() if live_status.get(k) != v}
     if not changed:
         return False
     api = client.CustomObjectsApi(api_client())
-    body = {"status": changed}
+    body: Obj = {"status": changed}
+    if resource_version:
+        body["metadata"] = {"resourceVersion": resource_version}
     try:
         # Without a field manager the client's User-Agent (OpenAPI-Generator/...) would
         # own these fields in managedFields.
@@ -178,6 +201,8 @@ def patch_status(
     except ApiException as exc:
         if _target_gone(exc):  # gone meanwhile
             return False
+        if exc.status == 409:
+            raise StaleStatus(f"{plural} {namespace or ''}/{name} changed meanwhile") from None
         raise
     WRITES[f"{plural}/status"] += 1
     return True

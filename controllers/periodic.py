@@ -62,7 +62,10 @@ def _run_pass(
                 in_kopf_context(work, body)
                 done += 1
         except Exception as exc:  # one object's failure must not stop the loop
-            log.warning("%s of %s/%s failed: %s", what, namespace or "", meta.get("name"), exc)
+            # A transient one (a status read just before another writer's) is redone by
+            # the next pass without a warning.
+            level = logging.DEBUG if getattr(exc, "transient", False) else logging.WARNING
+            log.log(level, "%s of %s/%s failed: %s", what, namespace or "", meta.get("name"), exc)
     return done, not all(acting.values())
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from controllers import kube
 from controllers.prometheus_source import PrometheusSource
 from controllers.settings import Settings
 from controllers.workqueue import ReconcileQueue
@@ -117,7 +118,9 @@ class OperatorState:
     scaling: PerObject[ScalingMemory] = field(default_factory=lambda: PerObject(ScalingMemory))
     writes: PerObject[RecentWrites] = field(default_factory=lambda: PerObject(RecentWrites))
     # Services to reconcile, by (namespace, name); its workers start with the loops.
-    queue: ReconcileQueue[tuple[str, str]] = field(default_factory=ReconcileQueue)
+    queue: ReconcileQueue[tuple[str, str]] = field(
+        default_factory=lambda: ReconcileQueue(kube.RECONCILE_WORKERS)
+    )
     # What each service was last queued for: uid, generation and desired replicas.
     # A digest of what gpuserve applied to each child, by (kind, namespace, name).
     child_digests: dict[tuple[str, str, str], int] = field(default_factory=dict)
