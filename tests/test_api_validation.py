@@ -68,3 +68,19 @@ def test_empty_preferred_batch_sizes_are_accepted_and_documented() -> None:
     assert parse_inference_service(body).spec.batching.preferred_batch_sizes == []
     described = BatchingSpec.model_fields["preferred_batch_sizes"].description or ""
     assert "Empty" in described and "largest batch" in described
+
+
+def test_auto_warm_pool_is_accepted_on_builtin_and_bounded_by_max_replicas() -> None:
+    body = valid_service()
+    body["spec"]["scaling"] = {"warmPoolMode": "auto", "maxReplicas": 6}
+    scaling = parse_inference_service(body).spec.scaling
+    assert scaling.warm_pool_mode == "auto"
+    assert scaling.warm_pool_ceiling == 6
+    body["spec"]["scaling"]["warmPool"] = 2
+    assert parse_inference_service(body).spec.scaling.warm_pool_ceiling == 2
+
+
+def test_response_cache_stays_allowed_on_non_llm_formats() -> None:
+    body = valid_service()
+    body["spec"]["triton"] = {"responseCache": True}
+    assert parse_inference_service(body).spec.triton.response_cache

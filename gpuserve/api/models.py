@@ -189,6 +189,13 @@ WARM_POOL_BOUND_MESSAGE = (
     "warmPool: must be <= maxReplicas (a warm pod only ever replaces a serving one, so "
     "standby pods beyond maxReplicas could never serve)"
 )
+_KEDA_NO_STANDBY = "need the builtin engine (KEDA scales one Deployment and knows no standby pods)"
+WARM_POOL_KEDA_MESSAGE = f"warmPool: warm pools {_KEDA_NO_STANDBY}"
+WARM_POOL_MODE_KEDA_MESSAGE = f"warmPoolMode: auto warm pools {_KEDA_NO_STANDBY}"
+RESPONSE_CACHE_LLM_MESSAGE = (
+    "triton.responseCache: vllm and tensorrtllm models cannot use Triton's response cache "
+    "(generation is sampled and streamed: a cached answer would replay one completion)"
+)
 
 
 class _Model(BaseModel):
@@ -543,9 +550,13 @@ class ScalingSpec(_Model):
                 ),
                 _cel(
                     "self.engine != 'keda' || self.warmPool == 0",
-                    "warmPool: warm pools need the builtin engine (KEDA scales one Deployment "
-                    "and knows no standby pods)",
+                    WARM_POOL_KEDA_MESSAGE,
                     ".warmPool",
+                ),
+                _cel(
+                    "self.engine != 'keda' || self.warmPoolMode != 'auto'",
+                    WARM_POOL_MODE_KEDA_MESSAGE,
+                    ".warmPoolMode",
                 ),
             ]
         }
@@ -560,6 +571,13 @@ class ScalingSpec(_Model):
         "replaces a serving one.",
         ge=0,
         le=64,
+    )
+    warm_pool_mode: Literal["fixed", "auto"] = Field(
+        default="fixed",
+        description="fixed: keep warmPool standby pods. auto: the autoscaler sizes the "
+        "pool from the bursts it measured over the last 30 minutes (standby pods for the "
+        "surges a cold start would be too slow for), between 0 and warmPool, or between 0 "
+        "and maxReplicas when warmPool is 0.",
     )
     engine: Literal["builtin", "keda"] = Field(
         default="builtin",
@@ -599,11 +617,15 @@ class ScalingSpec(_Model):
         if self.warm_pool > self.max_replicas:
             raise ValueError(WARM_POOL_BOUND_MESSAGE)
         if self.engine == "keda" and self.warm_pool:
-            raise ValueError(
-                "warmPool: warm pools need the builtin engine (KEDA scales one Deployment "
-                "and knows no standby pods)"
-            )
+            raise ValueError(WARM_POOL_KEDA_MESSAGE)
+        if self.engine == "keda" and self.warm_pool_mode == "auto":
+            raise ValueError(WARM_POOL_MODE_KEDA_MESSAGE)
         return self
+
+    @property
+    def warm_pool_ceiling(self) -> int:
+        """The most standby pods warmPoolMode auto may keep."""
+        return self.warm_pool or self.max_replicas
 
 
 class Toleration(_Model):
@@ -808,6 +830,12 @@ def llm_rules() -> list[JsonDict]:
             _cel(f"!({_IS_LLM}) || {r.cel_at_default}", r.message, f".batching.{r.field}")
             for r in LLM_BATCHING_RULES
         ),
+        _cel(
+            f"!({_IS_LLM}) || !has(self.triton) || !has(self.triton.responseCache) || "
+            "!self.triton.responseCache",
+            RESPONSE_CACHE_LLM_MESSAGE,
+            ".triton.responseCache",
+        ),
     ]
 
 
@@ -832,6 +860,8 @@ def llm_errors(spec: InferenceServiceSpec) -> list[str]:
         ]
     else:
         errors += [r.message for r in LLM_BATCHING_RULES if not r.at_default(spec.batching)]
+        if spec.triton.response_cache:
+            errors.append(RESPONSE_CACHE_LLM_MESSAGE)
     return errors
 
 
