@@ -56,7 +56,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--workloads", nargs="+", default=[w.name for w in SUITE])
     p.add_argument("--loads", type=float, nargs="+", default=list(LOADS))
-    p.add_argument("--warm-pool", type=int, nargs="+", default=[0])
+    p.add_argument(
+        "--warm-pool",
+        type=lambda v: v if v == "auto" else int(v),
+        nargs="+",
+        default=[0],
+        help="warm pools of gpuserve's rows: sizes, or auto (sized by the policy)",
+    )
     p.add_argument("--cache", type=Path, default=None)
     return p.parse_args(argv)
 

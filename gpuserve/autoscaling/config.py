@@ -76,6 +76,10 @@ class PolicyConfig:
     burst_memory: how long measured surges (rises of demand within one start-up time
         beyond the measured noise, and queue clumps) are remembered; headroom covers them
         less what the miss budget (1 - planning quantile) absorbs. 0 turns it off.
+    warm_pool_auto: size the warm pool from the remembered surges (Decision.warm_pool):
+        serving pods keep the headroom a promotion (warm_start plus one panic window to
+        notice) leaves room for; standby pods hold the rest of what a cold start needs.
+    warm_pool_max: the most standby pods auto may keep (None: max_replicas).
     """
 
     profile: ServiceProfile
@@ -102,6 +106,8 @@ class PolicyConfig:
     lookahead: bool = True
     target_queue_depth: int | None = None
     burst_memory: float = 1800.0
+    warm_pool_auto: bool = False
+    warm_pool_max: int | None = None
 
     @property
     def plan_quantile(self) -> float:

@@ -191,6 +191,19 @@ def decide(
     )
     surges = _remember_minute(config, memory.surges, now, max(surge, clump), demand.stable)
     burst = _burst_headroom(config, surges, horizon)
+    warm_pool: int | None = None
+    if config.warm_pool_auto:
+        # Standby pods answer a surge in a promotion instead of a cold start, so the miss
+        # budget lets serving pods keep less headroom; standby pods hold the rest.
+        promotion = _promotion_horizon(config, pools)
+        serving_burst = min(burst, _burst_headroom(config, surges, promotion))
+        wanted_warm = _replicas_for_rate(level + burst, caps, pools) - _replicas_for_rate(
+            level + serving_burst, caps, pools
+        )
+        ceiling = config.warm_pool_max if config.warm_pool_max is not None else config.max_replicas
+        warm_pool = max(0, min(ceiling, wanted_warm))
+        burst = serving_burst
+        signals["warmPool"] = float(warm_pool)
     need_burst = _replicas_for_rate(level + burst, caps, pools) if burst > 0 else 0
     signals.update(burstHeadroom=burst, needBurst=float(need_burst))
     # Everything the evidence asks for now, before the bounds: its clamp is the target.
@@ -275,6 +288,7 @@ def decide(
         panic_until=panic_until,
         reason=why,
         signals=signals,
+        warm_pool=warm_pool,
     )
 
 
@@ -525,6 +539,15 @@ def _burst_headroom(
     return surges[0]
 
 
+def _promotion_horizon(config: PolicyConfig, pools: PoolState) -> float:
+    """Seconds from a surge to a promoted standby pod serving: one panic window to see
+    it, then the promotion of the first class that has standby pods (or the prior)."""
+    for pool in pools.classes:
+        if pool.warm_ready > 0 and pool.warm_start is not None:
+            return config.panic_window + pool.warm_start
+    return config.panic_window + config.warm_start
+
+
 def _startup_horizon(config: PolicyConfig, pools: PoolState) -> float:
     """Seconds until a pod started now serves: the cold start of the first placeable class."""
     for pool in pools.classes:
@@ -604,6 +627,7 @@ def _finish(
     panic_until: float | None,
     reason: str,
     signals: dict[str, float],
+    warm_pool: int | None = None,
 ) -> Decision:
     committed = pools.committed
     actions, unplaced = allocate(pools, target)
@@ -629,6 +653,7 @@ def _finish(
             surges=memory.surges,
         ),
         signals=signals,
+        warm_pool=warm_pool,
     )
 
 

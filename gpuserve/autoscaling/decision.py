@@ -106,6 +106,7 @@ class Decision:
 
     current_replicas: serving pods ready or starting before the actions.
     desired_replicas: the same count once the actions are applied.
+    warm_pool: standby pods wanted (warm pool auto), None: keep the configured size.
     """
 
     mode: Mode
@@ -115,6 +116,7 @@ class Decision:
     reason: str
     memory: PolicyMemory
     signals: dict[str, float] = field(default_factory=dict)
+    warm_pool: int | None = None
 
     @property
     def delta(self) -> int:

@@ -64,4 +64,6 @@ def policy_config_from_spec(
         scale_down_window=parse_duration(scaling.scale_down_stabilization),
         target_queue_depth=scaling.target_queue_depth,
         rate_window=rate_window,
+        warm_pool_auto=scaling.warm_pool_mode == "auto",
+        warm_pool_max=scaling.warm_pool_ceiling,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from gpuserve.autoscaling.config import PolicyConfig, ServiceProfile
 from gpuserve.sim.config import AcceleratorPool, Balancing, BatcherConfig, ServiceTimes, SimConfig
@@ -22,6 +23,8 @@ from gpuserve.sim.workload import Workload
 DEFAULT_LABEL = "gpuserve (default)"
 # What users judge an objective by: the p95 of each 5-minute window.
 COMPLIANCE_WINDOW = 300.0
+# A warm pool of a fixed size, or "auto": the policy sizes it (scaling.warmPoolMode auto).
+WarmPool = int | Literal["auto"]
 
 
 def add_replay_arguments(parser: argparse.ArgumentParser, *, compress: float) -> None:
@@ -99,12 +102,12 @@ class Setup:
 
 @dataclass(frozen=True, slots=True)
 class Contender:
-    """One row: a policy, and for gpuserve a warm pool and a planning percentile (0 =
-    the default)."""
+    """One row: a policy, and for gpuserve a warm pool (a size, or "auto": sized by the
+    policy) and a planning percentile (0 = the default)."""
 
     label: str
     name: PolicyName
-    warm_pool: int = 0
+    warm_pool: WarmPool = 0
     planning: float = 0.0
 
 
@@ -147,11 +150,13 @@ def run_contenders(setup: Setup, prepared: Prepared, contenders: list[Contender]
     runs = []
     for c in contenders:
         tuned = replace(policy, planning_quantile=c.planning / 100) if c.planning else policy
+        auto = c.warm_pool == "auto"
+        tuned = replace(tuned, warm_pool_auto=True) if auto else tuned
         scaler = make_scaler(
             c.name, policy=tuned, calibration=prepared.calibration, plan=prepared.plan
         )
         cfg = replace(
-            sim_config_for(c.name, prepared.config, c.warm_pool),
+            sim_config_for(c.name, prepared.config, 0 if auto else int(c.warm_pool)),
             initial_replicas=prepared.plan.replicas[0],
         )
         t0 = time.perf_counter()
@@ -161,7 +166,7 @@ def run_contenders(setup: Setup, prepared: Prepared, contenders: list[Contender]
 
 
 def contenders(
-    policies: list[PolicyName], warm_pools: list[int], plannings: list[float]
+    policies: list[PolicyName], warm_pools: list[WarmPool], plannings: list[float]
 ) -> list[Contender]:
     """gpuserve's rows first (the default, warm pool 0 at the default planning, leads),
     then the peers in the order given."""

@@ -225,7 +225,7 @@ def sim_config_from_spec(
         slo_quantile=spec.slo.percentile / 100.0,
         instances=spec.triton.instance_count,
         initial_replicas=max(1, scaling.min_replicas),
-        warm_pool=scaling.warm_pool,
+        warm_pool=scaling.warm_pool if scaling.warm_pool_mode == "fixed" else 0,
         balancing=balancing,
         scrape_interval=scrape_interval,
         rate_window=4 * scrape_interval,

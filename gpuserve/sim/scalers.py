@@ -27,11 +27,13 @@ class ScalerView:
 
 @dataclass(frozen=True, slots=True)
 class ScaleOrder:
-    """Per-class actions; ``instant`` makes new pods ready at once (the oracle only)."""
+    """Per-class actions; ``instant`` makes new pods ready at once (the oracle only);
+    ``warm_pool``: the standby pods the policy wants from now on (None: unchanged)."""
 
     actions: tuple[ClassAction, ...] = ()
     reason: str = ""
     instant: bool = False
+    warm_pool: int | None = None
 
     @property
     def changes(self) -> bool:
@@ -91,4 +93,4 @@ class GpuserveScaler:
         self.memory = decision.memory
         if self.keep_decisions:
             self.decisions.append((view.now, decision))
-        return ScaleOrder(decision.actions, decision.reason)
+        return ScaleOrder(decision.actions, decision.reason, warm_pool=decision.warm_pool)

@@ -128,6 +128,9 @@ class Simulation:
         self.cfg = config
         self.workload = workload
         self.scaler = scaler
+        # Standby pods kept: the configured size until a policy with an automatic warm
+        # pool says otherwise (the operator resizes its standby Deployments the same way).
+        self.warm_target = config.warm_pool
         self.rng = random.Random(config.seed)
         n = len(workload)
         self.arrival = workload.arrivals
@@ -570,7 +573,7 @@ class Simulation:
             self._push(now + delay, _EV_PROMOTED, pod)
 
     def _remove(self, pod: _Pod, now: float) -> None:
-        to_warm = self._warm_count() < self.cfg.warm_pool
+        to_warm = self._warm_count() < self.warm_target
         if not pod.ready:
             self._terminate(pod, now)
         elif pod.role == _PROMOTING:
@@ -610,7 +613,7 @@ class Simulation:
             room = UNBOUNDED if pool.capacity is None else pool.capacity - self._active(ci)
             warm_now[pool.name] = PoolNow(scheduled=warm)
             free[pool.name] = ClassCapacity(free=max(0, room), total=0)
-        plan = place(desired=self.cfg.warm_pool, order=order, now=warm_now, capacity=free)
+        plan = place(desired=self.warm_target, order=order, now=warm_now, capacity=free)
         for ci, pool in enumerate(classes):
             change = plan.replicas[pool.name] - warm_now[pool.name].scheduled
             for _ in range(change):
@@ -655,6 +658,8 @@ class Simulation:
             now=now, pools=self._pools(now), store=self.store, history_span=self.cfg.history_span
         )
         order = self.scaler.step(view)
+        if order.warm_pool is not None:
+            self.warm_target = order.warm_pool
         if order.changes:
             self.scale_events += 1
             self.events.append((now, order.reason))

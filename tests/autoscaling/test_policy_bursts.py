@@ -123,3 +123,51 @@ def test_a_burst_shorter_than_the_rate_window_is_measured_by_the_queue_growth() 
     # top of what the pods completed: 3 * cap arriving against 1 * cap before.
     assert surge_now(decide_on(cap, serving=2)) == 0.0
     assert surge_now(decide_on(cap, serving=2, queue=queue)) == pytest.approx(2 * cap)
+
+
+def every(period: int, surge: float, level: float) -> tuple[tuple[float, float, float], ...]:
+    """30 minutes of records with a surge every ``period`` minutes."""
+    return tuple(
+        (t, surge if i % period == 0 else 0.0, d)
+        for i, (t, _, d) in enumerate(minutes(0.0, level, 30))
+    )
+
+
+def test_an_automatic_warm_pool_holds_what_a_promotion_lets_serving_pods_give_up() -> None:
+    cap = capacity()
+    memory = PolicyMemory(since=0.0, surges=every(15, 5 * cap, 0.5 * cap))
+    fixed = decide_on(0.5 * cap, serving=1, memory=memory)
+    auto = decide(
+        config=config(warm_pool_auto=True),
+        history=history(0.5 * cap, start=NOW - 120, end=NOW),
+        pools=pools(1),
+        now=NOW,
+        memory=memory,
+    )
+    assert fixed.warm_pool is None  # a fixed pool keeps the size of the spec
+    # A promotion is seconds, a cold start a minute: the miss budget forgives more of
+    # each surge when standby pods answer it, so serving pods keep less headroom ...
+    assert auto.signals["burstHeadroom"] < fixed.signals["burstHeadroom"]
+    assert auto.warm_pool is not None and auto.warm_pool >= 1
+    # ... and standby pods hold the rest: together as many as the cold-start headroom.
+    assert auto.signals["needBurst"] + auto.warm_pool == fixed.signals["needBurst"]
+
+
+def test_an_automatic_warm_pool_is_empty_without_surges_and_stays_under_its_ceiling() -> None:
+    cap = capacity()
+    quiet = decide(
+        config=config(warm_pool_auto=True),
+        history=history(0.5 * cap, start=NOW - 120, end=NOW),
+        pools=pools(1),
+        now=NOW,
+        memory=PolicyMemory(since=0.0),
+    )
+    assert quiet.warm_pool == 0
+    capped = decide(
+        config=config(warm_pool_auto=True, warm_pool_max=0),
+        history=history(0.5 * cap, start=NOW - 120, end=NOW),
+        pools=pools(1),
+        now=NOW,
+        memory=PolicyMemory(since=0.0, surges=every(15, 5 * cap, 0.5 * cap)),
+    )
+    assert capped.warm_pool == 0

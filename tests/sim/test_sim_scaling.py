@@ -82,6 +82,20 @@ def test_warm_pods_promote_in_seconds_and_the_pool_refills() -> None:
     assert at[10].pods == 3
 
 
+def test_the_warm_pool_follows_the_size_the_policy_asks_for() -> None:
+    scaler = Scripted({5.0: ScaleOrder(warm_pool=2), 60.0: ScaleOrder(warm_pool=0)})
+    result = simulate(
+        config=config(initial_replicas=1, warm_pool=1),
+        workload=poisson_workload(rate=1.0, duration=90, seed=3),
+        scaler=scaler,
+    )
+    at = {round(p.at): p for p in result.timeline}
+    assert at[0].warm == 1
+    assert at[10].warm == 2 and at[10].pods == 3  # one more standby pod (starting)
+    assert at[70].warm == 0 and at[70].pods == 1
+    assert at[70].serving_ready == 1  # standby pods go, serving ones stay
+
+
 def test_gpu_time_and_cost_count_warm_and_starting_pods() -> None:
     workload = Workload(arrivals=(0.0, 100.0), items=(1, 1))
     result = simulate(
