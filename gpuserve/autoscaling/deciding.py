@@ -393,9 +393,11 @@ def _latency_pressure(
     still starting (their capacity is already on the way). p95 comes from Triton's sliding
     summaries, which remember the last minute and lag behind a problem already fixed: it
     only adds to a queue time that confirms the problem (or stands in when queue time is
-    missing), and only once the last scale-up is older than the stable window.
+    missing), and only once the last scale-up is older than the stable window. Once no
+    request completes any more (load ended), both describe requests that are gone.
     """
-    if pools.starting:
+    served = latest_of(recent, "success_rate")
+    if pools.starting or (served is not None and served <= 0.0):
         return 0.0
     queue_time = latest_of(recent, "avg_queue_time")
     queued = None

@@ -18,7 +18,7 @@ def decide_on(
     serving: int,
     memory: PolicyMemory | None = None,
     queue: Callable[[float], float] | float = 0.0,
-    queue_time: float = 0.2,
+    queue_time: float | None = 0.2,
     p95: float = 1.0,
 ) -> Decision:
     return decide(
@@ -171,3 +171,28 @@ def test_an_automatic_warm_pool_is_empty_without_surges_and_stays_under_its_ceil
         memory=PolicyMemory(since=0.0, surges=every(15, 5 * cap, 0.5 * cap)),
     )
     assert capped.warm_pool == 0
+
+
+def test_latency_measured_before_the_load_ended_buys_no_pods() -> None:
+    cap = capacity()
+    # Triton's p95 summary remembers the last minute: it stays over the objective after
+    # the last request, while nothing completes any more.
+    ended = decide(
+        config=config(),
+        history=history(
+            lambda t: 3 * cap if t < NOW - 20 else 0.0,
+            start=NOW - 120,
+            end=NOW,
+            queue_time=None,
+            p95=3.0,
+        ),
+        pools=pools(3),
+        now=NOW,
+        memory=PolicyMemory(since=0.0),
+    )
+    assert ended.signals["latencyPressure"] == 0.0
+    assert ended.desired_replicas <= 3
+    # The same latency while requests still complete is evidence of too few pods.
+    ongoing = decide_on(3 * cap, serving=3, queue_time=None, p95=3.0)
+    assert ongoing.signals["latencyPressure"] > 1.0
+    assert ongoing.desired_replicas > 3
