@@ -320,7 +320,7 @@ def test_killed_operator_converges_without_duplicates(
     for d in deployments:
         svc = d["metadata"]["labels"]["gpuserve.io/service"]
         per_service[svc] = per_service.get(svc, 0) + 1
-    assert per_service == {name: 2 for name in names}  # serving + standby, one class
+    assert per_service == {name: 1 for name in names}  # serving only: no warm pool
     for kind in ("configmaps", "services", "poddisruptionbudgets"):
         assert len(
             get_json(cluster, kind, "-n", namespace, "-l", "app.kubernetes.io/managed-by=gpuserve")[
