@@ -523,22 +523,23 @@ def _burst_headroom(
 ) -> float:
     """Headroom (req/s) for the remembered surges, except what the miss budget absorbs.
 
-    A surge ``v`` above headroom ``h`` leaves about ``(v - h) * horizon`` requests beyond
-    the pods until new ones start. The planning quantile allows ``1 - q`` of the requests
-    the memory covers to miss: the headroom is the smallest ``h`` whose excesses over all
-    remembered surges stay within that budget. Rare surges on heavy smooth traffic fit the
-    budget and cost nothing; frequent or large bursts do not.
+    A surge ``v`` above headroom ``h`` overloads the pods until new ones start: their
+    queues grow, so every request of that stretch waits, not only the excess. It costs
+    about ``(d + v) * horizon`` requests (``d`` the minute's mean demand). The planning
+    quantile allows ``1 - q`` of the requests the memory covers to miss: the headroom
+    covers every surge except the largest ones whose cost fits that budget together.
+    Rare surges on heavy smooth traffic fit the budget and cost nothing; frequent or
+    large bursts do not.
     """
-    surges = sorted((v for _, v, _ in minutes if v > 0.0), reverse=True)
-    allowed = (1.0 - config.plan_quantile) * sum(d for _, _, d in minutes) * 60.0 / horizon
-    if sum(surges) <= allowed:
-        return 0.0
-    # f(h) = sum(max(0, v - h)) falls piecewise linearly; find where it meets `allowed`.
-    for k in range(1, len(surges) + 1):
-        h = (sum(surges[:k]) - allowed) / k
-        if h >= (surges[k] if k < len(surges) else 0.0):
-            return h
-    return surges[0]
+    surges = sorted(((v, d) for _, v, d in minutes if v > 0.0), reverse=True)
+    allowed = (1.0 - config.plan_quantile) * sum(d for _, _, d in minutes) * 60.0
+    spent = 0.0
+    for v, d in surges:
+        spent += (d + v) * horizon
+        if spent > allowed:
+            return v  # this surge and every smaller one are covered
+    return 0.0
+
 
 
 def _promotion_horizon(config: PolicyConfig, pools: PoolState) -> float:

@@ -78,6 +78,7 @@ def pools(
     warm: int = 0,
     starting: tuple[float, ...] = (),
     free: int | None = None,
+    cold_start: float = 45.0,
 ) -> PoolState:
     return PoolState(
         (
@@ -87,7 +88,7 @@ def pools(
                 warm_ready=warm,
                 starting=starting,
                 free_capacity=free,
-                cold_start=45.0,
+                cold_start=cold_start,
                 warm_start=2.0,
             ),
         )

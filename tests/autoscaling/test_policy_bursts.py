@@ -69,20 +69,44 @@ def minutes(surge: float, level: float, count: int) -> tuple[tuple[float, float,
     return tuple((NOW - 60.0 * (count - i), surge, level) for i in range(count))
 
 
-def test_a_rare_small_surge_on_heavy_traffic_fits_the_miss_budget() -> None:
+def decide_with(
+    memory: PolicyMemory, rate: float, serving: int, cold_start: float = 45.0, **knobs: object
+) -> Decision:
+    return decide(
+        config=config(**knobs),
+        history=history(rate, start=NOW - 120, end=NOW),
+        pools=pools(serving, cold_start=cold_start),
+        now=NOW,
+        memory=memory,
+    )
+
+
+def test_a_surge_fits_the_miss_budget_while_the_overload_it_causes_does() -> None:
     cap = capacity()
-    memory = PolicyMemory(since=0.0, surges=(*minutes(0.0, 5 * cap, 29), (NOW - 30, cap, 5 * cap)))
-    decision = decide_on(5 * cap, serving=5, memory=memory)
-    assert decision.signals["burstHeadroom"] == 0.0
-    assert decision.desired_replicas == 5
+    heavy = minutes(0.0, 5 * cap, 28)
+    # 30 minutes at 5 pods' worth allow 1% misses: 90 pods' worth of a second. A surge of
+    # one pod's worth overloads 5 + 1 pods' worth of requests for the 10 s start-up: 60.
+    once = PolicyMemory(
+        since=0.0, surges=(*heavy, (NOW - 90, 0.0, 5 * cap), (NOW - 30, cap, 5 * cap))
+    )
+    assert decide_with(once, 5 * cap, 5, cold_start=10.0).signals["burstHeadroom"] == 0.0
+    # Twice that overload (120) no longer fits: the smaller surge is covered.
+    twice = PolicyMemory(
+        since=0.0, surges=(*heavy, (NOW - 90, 0.8 * cap, 5 * cap), (NOW - 30, cap, 5 * cap))
+    )
+    decision = decide_with(twice, 5 * cap, 5, cold_start=10.0)
+    assert decision.signals["burstHeadroom"] == pytest.approx(0.8 * cap)
+    assert decision.desired_replicas == 6
+    # With a 45 s start-up even the single surge overloads too many requests.
+    assert decide_with(once, 5 * cap, 5).signals["burstHeadroom"] == pytest.approx(cap)
 
 
-def test_frequent_bursts_keep_headroom_for_nearly_the_largest() -> None:
+def test_frequent_bursts_keep_headroom_for_the_largest() -> None:
     cap = capacity()
     memory = PolicyMemory(since=0.0, surges=minutes(5 * cap, 0.5 * cap, 10))
     decision = decide_on(0.5 * cap, serving=1, memory=memory)
-    # The budget (1% of the requests the memory covers) forgives a sliver of each burst.
-    assert 4.5 * cap < decision.signals["burstHeadroom"] < 5 * cap
+    # Each burst alone overloads more requests than the budget (1% of the memory's) allows.
+    assert decision.signals["burstHeadroom"] == pytest.approx(5 * cap)
     assert decision.signals["needBurst"] == 6  # 5.5 replicas' worth
     assert decision.desired_replicas > 1
 
@@ -135,22 +159,18 @@ def every(period: int, surge: float, level: float) -> tuple[tuple[float, float, 
 
 def test_an_automatic_warm_pool_holds_what_a_promotion_lets_serving_pods_give_up() -> None:
     cap = capacity()
-    memory = PolicyMemory(since=0.0, surges=every(15, 5 * cap, 0.5 * cap))
-    fixed = decide_on(0.5 * cap, serving=1, memory=memory)
-    auto = decide(
-        config=config(warm_pool_auto=True),
-        history=history(0.5 * cap, start=NOW - 120, end=NOW),
-        pools=pools(1),
-        now=NOW,
-        memory=memory,
-    )
+    # One surge of a pod's worth on 5 pods' worth of traffic: over a 45 s cold start
+    # its overload exceeds the miss budget, over a promotion (6 s to notice, 2 s) it fits.
+    memory = PolicyMemory(since=0.0, surges=(*minutes(0.0, 5 * cap, 29), (NOW - 30, cap, 5 * cap)))
+    fixed = decide_with(memory, 5 * cap, 5)
+    auto = decide_with(memory, 5 * cap, 5, warm_pool_auto=True)
     assert fixed.warm_pool is None  # a fixed pool keeps the size of the spec
-    # A promotion is seconds, a cold start a minute: the miss budget forgives more of
-    # each surge when standby pods answer it, so serving pods keep less headroom ...
-    assert auto.signals["burstHeadroom"] < fixed.signals["burstHeadroom"]
-    assert auto.warm_pool is not None and auto.warm_pool >= 1
-    # ... and standby pods hold the rest: together as many as the cold-start headroom.
-    assert auto.signals["needBurst"] + auto.warm_pool == fixed.signals["needBurst"]
+    assert fixed.signals["burstHeadroom"] == pytest.approx(cap)
+    assert fixed.signals["needBurst"] == 6
+    # Serving pods keep no headroom; one standby pod answers the surge in seconds.
+    assert auto.signals["burstHeadroom"] == 0.0
+    assert auto.warm_pool == 1
+    assert auto.desired_replicas == 5 < fixed.desired_replicas
 
 
 def test_an_automatic_warm_pool_is_empty_without_surges_and_stays_under_its_ceiling() -> None:
