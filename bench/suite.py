@@ -152,13 +152,18 @@ def first_burst_end(arrivals: tuple[float, ...], bin_seconds: float = 10.0) -> f
 
 
 def _prepared(
-    setup: Setup, args: argparse.Namespace, build: Callable[[], Workload], key: str, seed: int
+    setup: Setup,
+    args: argparse.Namespace,
+    build: Callable[[], Workload],
+    key: str,
+    seed: int,
+    warmup_span: float,
 ) -> Prepared:
     path = args.cache / f"{key}.prepared.pickle" if args.cache else None
     if path is not None and path.exists():
         cached: Prepared = pickle.loads(path.read_bytes())
         return cached
-    prepared = prepare(setup, build(), seed)
+    prepared = prepare(setup, build(), seed, warmup_span=warmup_span)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(pickle.dumps(prepared))
@@ -190,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             for seed in range(args.seed, args.seed + args.seeds):
                 key = f"{spec.name}-{load:g}x-seed{seed}"
                 build = functools.partial(spec.build, traces, load, seed)
-                prepared = _prepared(setup, args, build, key, seed)
+                prepared = _prepared(setup, args, build, key, seed, spec.warmup_span(load))
                 measured = prepared.workload.window(setup.warmup, float("inf"))
                 if not stats:  # the table prints the first seed's statistics
                     stats.append(bin_stats(measured))

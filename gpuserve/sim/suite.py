@@ -25,6 +25,12 @@ class SuiteWorkload:
     name: str
     description: str
     build: Callable[[Traces, float, int], Workload]  # (traces, load, seed)
+    compressed: bool = False  # load compresses a trace's time (else: multiplies a rate)
+
+    def warmup_span(self, load: float) -> float:
+        """Seconds whose mean rate the warm-up runs at: the first minute of the source,
+        which a compressed trace plays in 60 / load seconds (as bench/autoscaling.py)."""
+        return 60.0 / load if self.compressed else 60.0
 
 
 def _trace(file: str) -> Callable[[Traces, float, int], Workload]:
@@ -55,20 +61,23 @@ MOONCAKE_SYNTHETIC = "mooncake-synthetic-2025.jsonl"
 TRACE_FILES = (AZURE, MOONCAKE_CONVERSATION, MOONCAKE_SYNTHETIC)
 
 SUITE: tuple[SuiteWorkload, ...] = (
-    SuiteWorkload("azure-conv", "Azure LLM conversation trace (smooth)", _trace(AZURE)),
+    SuiteWorkload("azure-conv", "Azure LLM conversation trace (smooth)", _trace(AZURE), True),
     SuiteWorkload(
-        "mooncake-conv", "Mooncake conversation trace (smooth)", _trace(MOONCAKE_CONVERSATION)
+        "mooncake-conv",
+        "Mooncake conversation trace (smooth)",
+        _trace(MOONCAKE_CONVERSATION),
+        True,
     ),
     SuiteWorkload(
-        "mooncake-synth", "Mooncake synthetic trace (Poisson)", _trace(MOONCAKE_SYNTHETIC)
+        "mooncake-synth", "Mooncake synthetic trace (Poisson)", _trace(MOONCAKE_SYNTHETIC), True
     ),
     SuiteWorkload(
         "bursty",
         "on/off bursts: ~half of 10 s bins empty, CV ~1.7, peaks ~10x after quiet minutes",
         lambda traces, load, seed: bursty(mean_rate=BASE_RATE * load, duration=DURATION, seed=seed),
     ),
-    SuiteWorkload("flash-4x", "Azure trace + a 4x flash crowd of 2-10 min", _flash(4.0)),
-    SuiteWorkload("flash-10x", "Azure trace + a 10x flash crowd of 2-10 min", _flash(10.0)),
+    SuiteWorkload("flash-4x", "Azure trace + a 4x flash crowd of 2-10 min", _flash(4.0), True),
+    SuiteWorkload("flash-10x", "Azure trace + a 10x flash crowd of 2-10 min", _flash(10.0), True),
     SuiteWorkload(
         "diurnal",
         "a compressed day: 0.3x -> 1.7x -> 0.3x the mean",
