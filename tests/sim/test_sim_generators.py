@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
+
+import pytest
 
 from gpuserve.sim.generators import bin_stats, bursty, diurnal, drift, flash_crowd
-from gpuserve.sim.workload import poisson_workload
+from gpuserve.sim.suite import AZURE, SUITE
+from gpuserve.sim.workload import parse_trace, poisson_workload
 
 
 def test_bursty_matches_the_statistics_of_the_bursty_production_trace() -> None:
@@ -42,3 +46,17 @@ def test_diurnal_peaks_in_the_middle_and_drift_stays_within_a_factor_two() -> No
     walk = drift(mean_rate=10.0, duration=3600.0, seed=1)
     minutes = [walk.rate_between(t, t + 60.0) for t in range(0, 3540, 60)]
     assert min(minutes) > 4.0 and max(minutes) < 25.0
+
+
+def test_the_suite_warms_each_workload_up_on_the_first_minute_of_its_source() -> None:
+    root = Path(__file__).resolve().parents[2] / "traces"
+    traces = {AZURE: parse_trace(AZURE, (root / AZURE).read_text().splitlines())}
+    azure = next(w for w in SUITE if w.name == "azure-conv")
+    first_minute = azure.build(traces, 1.0, 1).rate_between(0.0, azure.warmup_span(1.0))
+    for load in (2.0, 4.0):
+        span = azure.warmup_span(load)
+        # The same requests, played `load` times faster: `load` times the rate.
+        played = azure.build(traces, load, 1).rate_between(0.0, span)
+        assert played == pytest.approx(load * first_minute, rel=1e-9)
+    # A generator at k times the base rate runs in its own time: its first 60 s.
+    assert next(w for w in SUITE if w.name == "bursty").warmup_span(4.0) == 60.0
