@@ -345,3 +345,15 @@ def test_surges_survive_the_status_round_trip() -> None:
     memory = PolicyMemory(surges=((10.0, 4.5, 3.0), (80.0, 0.0, 12.25)))
     assert PolicyMemory.from_status(memory.to_status()).surges == memory.surges
     assert PolicyMemory.from_status({"surges": [["x", 1, 2], [5.0, 1.0]]}).surges == ()
+
+
+def test_an_auto_warm_pool_from_the_spec_is_bounded_by_warm_pool_or_max_replicas() -> None:
+    body = valid_service()
+    scaling = body["spec"]["scaling"]  # type: ignore[index]
+    scaling.update(warmPoolMode="auto", maxReplicas=6)
+    auto = policy_config_from_spec(parse_inference_service(body).spec)
+    assert auto.warm_pool_auto and auto.warm_pool_max == 6
+    scaling["warmPool"] = 2
+    assert policy_config_from_spec(parse_inference_service(body).spec).warm_pool_max == 2
+    fixed = policy_config_from_spec(parse_inference_service(valid_service()).spec)
+    assert not fixed.warm_pool_auto
