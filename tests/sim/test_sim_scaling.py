@@ -10,6 +10,7 @@ from gpuserve.autoscaling import ClassAction, PolicyConfig, ServiceProfile
 from gpuserve.sim.baselines import HpaBehaviour, HpaQueueDepth, KedaPrometheus, KnativeKpa
 from gpuserve.sim.config import AcceleratorPool, BatcherConfig, ServiceTimes, SimConfig
 from gpuserve.sim.oracle import OracleGoal, OracleScaler, plan_oracle
+from gpuserve.sim.results import TimelinePoint
 from gpuserve.sim.scalers import GpuserveScaler, ScaleOrder, ScalerView
 from gpuserve.sim.simulating import Simulation, simulate
 from gpuserve.sim.workload import (
@@ -69,27 +70,25 @@ def test_new_pods_serve_only_after_the_cold_start() -> None:
     assert views[10.0].pools.classes[0].starting == pytest.approx((5.0, 5.0))
 
 
-def test_warm_pods_promote_in_seconds_and_the_pool_refills() -> None:
-    scaler = Scripted({5.0: ScaleOrder((ClassAction("gpu", promote_warm=1),))})
+def with_one_warm_pod(orders: dict[float, ScaleOrder], duration: float) -> dict[int, TimelinePoint]:
+    """The timeline, by whole second, of one serving and one warm pod given ``orders``."""
     result = simulate(
         config=config(initial_replicas=1, warm_pool=1),
-        workload=poisson_workload(rate=1.0, duration=60, seed=3),
-        scaler=scaler,
+        workload=poisson_workload(rate=1.0, duration=duration, seed=3),
+        scaler=Scripted(orders),
     )
-    at = {round(p.at): p for p in result.timeline}
+    return {round(p.at): p for p in result.timeline}
+
+
+def test_warm_pods_promote_in_seconds_and_the_pool_refills() -> None:
+    at = with_one_warm_pod({5.0: ScaleOrder((ClassAction("gpu", promote_warm=1),))}, 60)
     assert at[10].serving_ready == 2
     assert at[10].warm == 1  # a replacement is starting
     assert at[10].pods == 3
 
 
 def test_the_warm_pool_follows_the_size_the_policy_asks_for() -> None:
-    scaler = Scripted({5.0: ScaleOrder(warm_pool=2), 60.0: ScaleOrder(warm_pool=0)})
-    result = simulate(
-        config=config(initial_replicas=1, warm_pool=1),
-        workload=poisson_workload(rate=1.0, duration=90, seed=3),
-        scaler=scaler,
-    )
-    at = {round(p.at): p for p in result.timeline}
+    at = with_one_warm_pod({5.0: ScaleOrder(warm_pool=2), 60.0: ScaleOrder(warm_pool=0)}, 90)
     assert at[0].warm == 1
     assert at[10].warm == 2 and at[10].pods == 3  # one more standby pod (starting)
     assert at[70].warm == 0 and at[70].pods == 1
