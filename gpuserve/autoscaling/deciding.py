@@ -190,13 +190,13 @@ def decide(
         else 0.0
     )
     surges = _remember_minute(config, memory.surges, now, max(surge, clump), demand.stable)
-    burst = _burst_headroom(config, surges, horizon)
+    burst = _burst_headroom(config, surges, horizon, level)
     warm_pool: int | None = None
     if config.warm_pool_auto:
         # Standby pods answer a surge in a promotion instead of a cold start, so the miss
         # budget lets serving pods keep less headroom; standby pods hold the rest.
         promotion = _promotion_horizon(config, pools)
-        serving_burst = min(burst, _burst_headroom(config, surges, promotion))
+        serving_burst = min(burst, _burst_headroom(config, surges, promotion, level))
         wanted_warm = _replicas_for_rate(level + burst, caps, pools) - _replicas_for_rate(
             level + serving_burst, caps, pools
         )
@@ -519,7 +519,10 @@ def _remember_minute(
 
 
 def _burst_headroom(
-    config: PolicyConfig, minutes: tuple[tuple[float, float, float], ...], horizon: float
+    config: PolicyConfig,
+    minutes: tuple[tuple[float, float, float], ...],
+    horizon: float,
+    level: float,
 ) -> float:
     """Headroom (req/s) for the remembered surges, except what the miss budget absorbs.
 
@@ -529,9 +532,18 @@ def _burst_headroom(
     quantile allows ``1 - q`` of the requests the memory covers to miss: the headroom
     covers every surge except the largest ones whose cost fits that budget together.
     Rare surges on heavy smooth traffic fit the budget and cost nothing; frequent or
-    large bursts do not.
+    large bursts do not. A rise that demand has stayed at since was a step, not a burst:
+    a surge counts only beyond the lowest demand of every later minute and now (a burst
+    that went away counts whole; a ramp that stayed is the level now).
     """
-    surges = sorted(((v, d) for _, v, d in minutes if v > 0.0), reverse=True)
+    surges: list[tuple[float, float]] = []
+    floor = level  # the lowest demand from the record on to now
+    for _, v, d in reversed(minutes):
+        kept = v - max(0.0, floor - d)
+        if kept > 0.0:
+            surges.append((kept, d))
+        floor = min(floor, d)
+    surges.sort(reverse=True)
     allowed = (1.0 - config.plan_quantile) * sum(d for _, _, d in minutes) * 60.0
     spent = 0.0
     for v, d in surges:

@@ -216,3 +216,16 @@ def test_latency_measured_before_the_load_ended_buys_no_pods() -> None:
     ongoing = decide_on(3 * cap, serving=3, queue_time=None, p95=3.0)
     assert ongoing.signals["latencyPressure"] > 1.0
     assert ongoing.desired_replicas > 3
+
+
+def test_a_rise_demand_stayed_at_keeps_no_headroom_a_burst_that_went_away_does() -> None:
+    cap = capacity()
+    # A rise of 3 pods' worth from 1 pod's worth, 20 minutes ago; every minute since at
+    # the level it rose to (a step), or back at the old level (a burst).
+    step = PolicyMemory(since=0.0, surges=((NOW - 1260, 3 * cap, cap), *minutes(0.0, 4 * cap, 20)))
+    burst = PolicyMemory(since=0.0, surges=((NOW - 1260, 3 * cap, cap), *minutes(0.0, cap, 20)))
+    assert decide_with(step, 4 * cap, 4).signals["burstHeadroom"] == 0.0
+    assert decide_with(burst, cap, 1).signals["burstHeadroom"] == pytest.approx(3 * cap)
+    # A step part-way: demand stayed 1 pod's worth above the old level; 2 remain a burst.
+    part = PolicyMemory(since=0.0, surges=((NOW - 1260, 3 * cap, cap), *minutes(0.0, 2 * cap, 20)))
+    assert decide_with(part, 2 * cap, 2).signals["burstHeadroom"] == pytest.approx(2 * cap)
