@@ -21,7 +21,6 @@ class ReplicaReading:
     mean_in_flight: float  # time-averaged requests queued + executing
 
 
-
 # Enough requests for a stable p95, few enough to stay fast for fast models.
 _REQUESTS_PER_READING = 20_000
 
