@@ -120,13 +120,16 @@ def plan_service(
     desired: int,
     every_ready_pod_serves: bool = False,
     now: float | None = None,
+    warm_pool: int | None = None,
 ) -> ServicePlan:
     """Roles and Deployment sizes that bring ``desired`` serving pods (and the warm pool)
     as close as capacity allows. ``owner`` is "namespace/name" (a service never plans to
     preempt its own standby pods). With ``every_ready_pod_serves`` (an external scaler
     owns the replica count) every ready pod serves and no pool is sized here. With ``now``
     (epoch seconds) demotions are stamped, and a pod that stopped serving keeps its place
-    in its Deployment while it drains (``roles.DRAIN_SECONDS``)."""
+    in its Deployment while it drains (``roles.DRAIN_SECONDS``). ``warm_pool``: the standby
+    pods wanted when the autoscaler sizes the pool (warmPoolMode auto); None keeps
+    spec.scaling.warmPool."""
     order, issues = class_problems(spec, cluster.classes)
     if not order:
         return ServicePlan(
@@ -171,7 +174,7 @@ def plan_service(
             drain += 1
     pools = plan_pools(
         desired=desired + drain,
-        warm_pool=spec.scaling.warm_pool,
+        warm_pool=spec.scaling.warm_pool if warm_pool is None else warm_pool,
         order=order,
         serving_now=serving_now,
         standby_now=standby_now,
