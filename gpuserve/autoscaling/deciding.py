@@ -530,9 +530,9 @@ def _burst_headroom(
     queues grow, so every request of that stretch waits, not only the excess. It costs
     about ``(d + v) * horizon`` requests (``d`` the minute's mean demand). The planning
     quantile allows ``1 - q`` of the requests the memory covers to miss: the headroom
-    covers every surge except the largest ones whose cost fits that budget together.
-    Rare surges on heavy smooth traffic fit the budget and cost nothing; frequent or
-    large bursts do not. A rise that demand has stayed at since was a step, not a burst:
+    covers every surge except the largest ones whose cost fits that budget together: a
+    rare surge fits it only when the horizon is short against the memory (a promotion).
+    A rise that demand has stayed at since was a step, not a burst:
     a surge counts only beyond the lowest demand of every later minute and now (a burst
     that went away counts whole; a ramp that stayed is the level now).
     """
@@ -551,7 +551,6 @@ def _burst_headroom(
         if spent > allowed:
             return v  # this surge and every smaller one are covered
     return 0.0
-
 
 
 def _promotion_horizon(config: PolicyConfig, pools: PoolState) -> float:
