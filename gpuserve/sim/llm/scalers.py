@@ -119,7 +119,8 @@ class HpaOnGauge(ClusterScaler):
             current = max(1, view.committed)
             return self.hpa.desired(view.now, current, value / (self.target_value * current))
         ready = max(1, view.serving)
-        return self.hpa.desired(view.now, ready, value / self.target_value) + view.starting
+        wanted = self.hpa.desired(view.now, ready, value / self.target_value) + view.starting
+        return min(self.hpa.max_replicas, wanted)
 
 
 def keda_waiting(per_replica: float, most: int) -> HpaOnGauge:
