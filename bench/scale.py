@@ -459,8 +459,8 @@ def _cpu_seconds(pid: int | None) -> float | None:
 
 
 def cleanup(cluster: ClusterHandle, operator: OperatorProcess, namespaces: list[str]) -> None:
-    """Deletes the namespaces while the operator still runs (it removes kopf's finalizers
-    from the services) and waits until they are gone."""
+    """Deletes the namespaces (the operator still running, as in a cluster) and waits
+    until they are gone."""
     if not operator.alive():
         operator.start()
     for ns in namespaces:

@@ -17,7 +17,7 @@ import kopf
 from pydantic import ValidationError
 
 from controllers import kube
-from controllers.converging import ClusterView, as_body, desired_serving, now_rfc3339
+from controllers.converging import as_body, desired_serving, now_rfc3339
 from controllers.inferenceservice import view_of
 from controllers.prometheus_source import Reading, Readings
 from controllers.settings import PROMETHEUS_URL
@@ -59,15 +59,8 @@ def evaluate(
     """One service's evaluation from this pass's ``readings`` (None: no Prometheus)."""
     meta = body["metadata"]
     key = (meta["namespace"], meta["name"])
-    try:
-        svc = parse_inference_service(body)
-    except ValidationError:
-        return None  # converge reports it as Stalled
-    if svc.spec.scaling.engine != "builtin":
-        return None
     state: OperatorState = state_of(kw)
     memory = state.scaling.get(uid_of(body))
-    view = view_of(key, kw)
     gen = meta.get("generation")
     if readings is None:
         error = f"no Prometheus configured (${PROMETHEUS_URL})"
@@ -75,12 +68,21 @@ def evaluate(
     else:
         reading = readings.of(*key)
     # Nothing to learn (no series, or no Prometheus, as on the last pass, with the same
-    # spec and pods): the policy would hold again; skipping keeps a pass over thousands of
-    # idle services cheap.
+    # spec and pods): the policy would hold again. Checked before anything is parsed, so a
+    # pass over thousands of idle services stays cheap.
     silent = _silent(reading, readings, key)
-    quiet = (gen, reading.error, len(view.cluster.pods), ready_pods(view))
+    pods = list(kw["service_pods"].get(key, []))
+    ready = sum(1 for p in pods if p.ready)
+    quiet = (gen, reading.error, len(pods), ready)
     if silent and memory.quiet == quiet:
         return None
+    try:
+        svc = parse_inference_service(body)
+    except ValidationError:
+        return None  # converge reports it as Stalled
+    if svc.spec.scaling.engine != "builtin":
+        return None
+    view = view_of(key, kw)
     memory.quiet = None  # set again only once this evaluation has been written
     now = reading.sample.at
     live = dict(body.get("status") or {})
@@ -108,7 +110,7 @@ def evaluate(
         missing = "PrometheusUnreachable" if reading.error else "MetricsMissing"
         # A warning when the metrics go missing, not on every pass while they stay so; a
         # service with no ready pod has no Triton to scrape, and that is no surprise.
-        if (reading.error or ready_pods(view)) and not _already(status, missing):
+        if (reading.error or ready) and not _already(status, missing):
             _warn(body, why)
         conds.set("MetricsAvailable", "False", missing, why)
     else:
@@ -166,10 +168,6 @@ def evaluate(
     )
     memory.quiet = quiet if silent else None
     return decision
-
-
-def ready_pods(view: ClusterView) -> int:
-    return sum(1 for p in view.cluster.pods if p.ready)
 
 
 def _silent(reading: Reading, readings: Readings | None, key: tuple[str, str]) -> bool:
