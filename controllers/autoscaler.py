@@ -17,7 +17,7 @@ import kopf
 from pydantic import ValidationError
 
 from controllers import kube
-from controllers.converging import as_body, desired_serving, now_rfc3339
+from controllers.converging import as_body, desired_serving, now_rfc3339, wanted_warm_pool
 from controllers.inferenceservice import view_of
 from controllers.prometheus_source import Reading, Readings
 from controllers.settings import PROMETHEUS_URL
@@ -116,17 +116,25 @@ def evaluate(
     else:
         conds.set("MetricsAvailable", "True", "MetricsFresh", "Triton metrics are fresh")
     status.conditions = conds.conditions
-    p95 = reading.sample.get("p95_latency")
     advisory = svc.spec.scaling.mode == "advisory"
+    p95 = reading.sample.get("p95_latency")
     previous = status.last_decision
+    auto_warm = svc.spec.scaling.warm_pool_mode == "auto" and decision.warm_pool is not None
     changed = (
         previous is None
         or previous.desired_replicas != decision.desired_replicas
         or previous.reason.split(":")[0] != decision.reason.split(":")[0]
+        or (auto_warm and not advisory and status.desired_warm_pool != decision.warm_pool)
     )
     if changed:
+        if auto_warm and not advisory:
+            status.desired_warm_pool = decision.warm_pool
         after = plan_service(
-            svc.spec, owner=owner, cluster=view.cluster, desired=decision.desired_replicas
+            svc.spec,
+            owner=owner,
+            cluster=view.cluster,
+            desired=decision.desired_replicas,
+            warm_pool=wanted_warm_pool(svc, status),
         )
         record = ScalingDecisionStatus(
             time=stamp,

@@ -85,6 +85,16 @@ class Outcome:
     events: list[tuple[str, str, str]] = field(default_factory=list)  # type, reason, message
 
 
+def wanted_warm_pool(svc: InferenceService, status: InferenceServiceStatus) -> int:
+    """Standby pods wanted: the spec's warmPool, or with warmPoolMode auto the
+    autoscaler's last size for it (none before its first decision), within warmPool."""
+    scaling = svc.spec.scaling
+    if scaling.warm_pool_mode != "auto":
+        return scaling.warm_pool
+    ceiling = scaling.warm_pool or scaling.max_replicas
+    return max(0, min(ceiling, status.desired_warm_pool or 0))
+
+
 def desired_serving(svc: InferenceService, status: InferenceServiceStatus) -> int:
     scaling = svc.spec.scaling
     wanted = (
@@ -132,6 +142,7 @@ def _converge(body: Obj, view: ClusterView, state: OperatorState) -> Outcome:
         # KEDA sizes the preferred class's Deployment; every ready pod serves.
         every_ready_pod_serves=svc.spec.scaling.engine == "keda",
         now=time.time(),
+        warm_pool=wanted_warm_pool(svc, status),
     )
     if not plan.usable:
         message = "; ".join(i.message for i in plan.issues) or "no AcceleratorClass is usable"
@@ -309,7 +320,7 @@ def _fill_status(
     status.endpoint = endpoint(svc)
     status.config_hash = config_hash(svc.spec)
     conds = ConditionWriter(status.conditions, generation=gen, now=now_rfc3339())
-    wanted_warm = svc.spec.scaling.warm_pool
+    wanted_warm = wanted_warm_pool(svc, status)
     problems = plan.pools.problems if plan.pools is not None else []
     unplaced = plan.unplaced
     skipped = [i.message for i in plan.issues]

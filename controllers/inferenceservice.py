@@ -132,8 +132,8 @@ def reconcile_key(key: tuple[str, str], kw: dict[str, Any]) -> None:
 # and a copy of the last handled spec on the object, two extra writes (and two more watch
 # events) per new service. The spec's generation says the same: a service is queued when
 # the operator sees it first (listing, creation), whenever its generation moves, and when
-# the autoscaler changes status.desiredReplicas. Other status writes are the operator's
-# own results and queue nothing.
+# the autoscaler changes status.desiredReplicas or desiredWarmPool. Other status writes
+# are the operator's own results and queue nothing.
 @kopf.on.event(*ISVC)
 async def on_inference_service_event(
     namespace: str | None, name: str, body: kopf.Body, type: str | None, **kw: Any
@@ -144,10 +144,15 @@ async def on_inference_service_event(
         state.last_queued.pop(key, None)
         return
     meta = body.get("metadata", {})
-    desired = (body.get("status") or {}).get("desiredReplicas")
-    # The uid: deleted and made anew under the same name. desiredReplicas: the autoscaler's
-    # decision, applied once the index holds it.
-    seen = (str(meta.get("uid")), meta.get("generation"), desired)
+    status = body.get("status") or {}
+    # The uid: deleted and made anew under the same name. The desired sizes: the
+    # autoscaler's decision, applied once the index holds it.
+    seen = (
+        str(meta.get("uid")),
+        meta.get("generation"),
+        status.get("desiredReplicas"),
+        status.get("desiredWarmPool"),
+    )
     if state.last_queued.get(key) != seen:
         state.last_queued[key] = seen
         state.queue.add(key)

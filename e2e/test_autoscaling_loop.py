@@ -11,6 +11,7 @@ scraping it, the operator's autoscaler reading Prometheus and scaling the pools.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -204,3 +205,29 @@ def test_prometheus_outage_holds_replicas_and_scaling_resumes(stack: Stack, name
         120,
         "scale-down to minReplicas once metrics are back",
     )
+
+
+def test_an_auto_warm_pool_is_sized_by_the_autoscaler(stack: Stack, namespace: str) -> None:
+    """warmPoolMode auto: the autoscaler records the pool it wants in status, and the
+    standby Deployment runs exactly that many pods (warmPool is only the ceiling)."""
+    name = "autowarm"
+    apply(stack.cluster, namespace, loop_service(name, warmPool=2, warmPoolMode="auto"))
+    wait_ready(stack, namespace, name)
+    status: dict[str, Any] = {}
+
+    def recorded() -> bool:
+        status.update(service_status(stack.cluster, namespace, name))
+        return status.get("desiredWarmPool") is not None
+
+    wait_for(recorded, 60, "the autoscaler's warm-pool size in status")
+    wanted = int(status["desiredWarmPool"])
+    assert 0 <= wanted <= 2
+    standby = f"{name}-l4-standby"
+
+    def sized() -> bool:
+        out = stack.cluster.kubectl("get", "deployment", standby, "-n", namespace, "-o", "json")
+        return int(json.loads(out.stdout)["spec"].get("replicas") or 0) == wanted
+
+    wait_for(sized, 60, f"{standby} at the {wanted} standby pod(s) the autoscaler wants")
+    schedulable = condition(service_status(stack.cluster, namespace, name), "Schedulable")
+    assert schedulable and f"{wanted} warm" in schedulable["message"], schedulable

@@ -61,6 +61,10 @@ class InferenceServiceStatus(_Status):
         default=None, description="Serving pods wanted now (autoscaler or minReplicas)."
     )
     warm_replicas: int = Field(default=0, description="Ready standby pods.")
+    desired_warm_pool: int | None = Field(
+        default=None,
+        description="Standby pods the autoscaler wants (scaling.warmPoolMode auto only).",
+    )
     pools: list[PoolStatus] = Field(default_factory=list, description="Per AcceleratorClass.")
     accelerators: str = Field(default="", description="Classes in use, for printing.")
     endpoint: str | None = Field(default=None, description="In-cluster gRPC endpoint.")

@@ -320,8 +320,9 @@ def render_children(inp: RenderInput) -> list[Obj]:
         children.append(dep)
         # No warm pool and no standby pod wanted: no standby Deployment either (an empty
         # one still costs the controller manager a ReplicaSet and status updates). The
-        # operator retires the one that is no longer rendered.
-        if plan.standby or svc.spec.scaling.warm_pool:
+        # operator retires the one that is no longer rendered. An auto-sized pool keeps
+        # its Deployment, so a pool that comes and goes is only a replica count.
+        if plan.standby or svc.spec.scaling.warm_pool or svc.spec.scaling.warm_pool_mode == "auto":
             children.append(
                 deployment(svc, class_name, accel, plan, inp.extra_pod_labels, standby=True)
             )
