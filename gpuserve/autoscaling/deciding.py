@@ -643,6 +643,33 @@ def _finish(
     signals: dict[str, float],
     warm_pool: int | None = None,
 ) -> Decision:
+    return finish_decision(
+        pools=pools,
+        memory=memory,
+        now=now,
+        mode=mode,
+        target=target,
+        panic_until=panic_until,
+        reason=reason,
+        signals=signals,
+        warm_pool=warm_pool,
+    )
+
+
+def finish_decision(
+    *,
+    pools: PoolState,
+    memory: PolicyMemory,
+    now: float,
+    mode: Mode,
+    target: int,
+    panic_until: float | None,
+    reason: str,
+    signals: dict[str, float],
+    warm_pool: int | None = None,
+) -> Decision:
+    """The actions that take ``pools`` to ``target`` serving pods, the resulting size and
+    the memory after it: the last step of every rule (the LLM rule's too)."""
     committed = pools.committed
     actions, unplaced = allocate(pools, target)
     total = added_up(actions)

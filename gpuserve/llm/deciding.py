@@ -24,8 +24,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gpuserve.autoscaling.allocating import allocate
-from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory, added_up
+from gpuserve.autoscaling.deciding import finish_decision
+from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory
 from gpuserve.autoscaling.pools import PoolState
 from gpuserve.llm.capacity import LoadShape, TokenObjectives, replica_capacity
 from gpuserve.llm.observing import Observation
@@ -173,26 +173,13 @@ def _decision(
     reason: str,
     signals: dict[str, float],
 ) -> Decision:
-    committed = pools.committed
-    bounded = max(policy.min_replicas, min(policy.max_replicas, target))
-    actions, unplaced = allocate(pools, bounded)
-    desired = committed + added_up(actions).delta
-    if unplaced:
-        reason += f"; {unplaced} pods could not be placed (no free capacity in any class)"
-    signals["desired"] = float(desired)
-    return Decision(
+    return finish_decision(
+        pools=pools,
+        memory=memory,
+        now=now,
         mode=mode,
-        current_replicas=committed,
-        desired_replicas=desired,
-        actions=actions,
+        target=max(policy.min_replicas, min(policy.max_replicas, target)),
+        panic_until=memory.panic_until,
         reason=reason,
-        memory=PolicyMemory(
-            recommendations=memory.recommendations,
-            since=memory.since,
-            last_scale_up=now if desired > committed else memory.last_scale_up,
-            last_scale_down=now if desired < committed else memory.last_scale_down,
-            panic_until=memory.panic_until,
-            surges=memory.surges,
-        ),
         signals=signals,
     )
