@@ -12,7 +12,10 @@ from pathlib import Path
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 MARKER = "<!-- The notes below are copied from docs/bench-notes/ by bench/collect_notes.py. -->"
-ORDER = ("cluster", "triton", "loop", "warm-pool", "autoscaling", "reliability", "scale-memory")
+ORDER = (
+    "cluster", "triton", "loop", "warm-pool", "autoscaling", "reliability", "scale-memory",
+    "llm-capacity",
+)
 
 
 def demoted(text: str) -> str:
