@@ -109,8 +109,7 @@ def decide(
         # Partial evidence may scale up (a deep queue is unambiguous), never down.
         if need_queue > committed:
             target = _clamp(config, min(need_queue, _scale_up_limit(config, committed)))
-            return _finish(
-                config=config,
+            return finish_decision(
                 pools=pools,
                 memory=memory,
                 now=now,
@@ -271,8 +270,7 @@ def decide(
             )
         elif target > raw:
             why += f"; scale-down limited to {committed - target} pods this step"
-    return _finish(
-        config=config,
+    return finish_decision(
         pools=pools,
         memory=PolicyMemory(
             recommendations=tuple(window),
@@ -628,32 +626,6 @@ def _scale_down_limit(config: PolicyConfig, committed: int) -> int:
 
 
 # --------------------------------------------------------------------------- actions
-
-
-def _finish(
-    *,
-    config: PolicyConfig,
-    pools: PoolState,
-    memory: PolicyMemory,
-    now: float,
-    mode: Mode,
-    target: int,
-    panic_until: float | None,
-    reason: str,
-    signals: dict[str, float],
-    warm_pool: int | None = None,
-) -> Decision:
-    return finish_decision(
-        pools=pools,
-        memory=memory,
-        now=now,
-        mode=mode,
-        target=target,
-        panic_until=panic_until,
-        reason=reason,
-        signals=signals,
-        warm_pool=warm_pool,
-    )
 
 
 def finish_decision(
