@@ -698,8 +698,10 @@ def test_operator_as_chart_service_account_reconciles(
     # Least privilege, as the RBAC authorizer sees it.
     assert whoami(release.kubeconfig) == f"system:serviceaccount:{release.namespace}:{release.sa}"
     assert can_i(release.kubeconfig, "patch", "deployments.apps", "-n", namespace)
+    # (a "resource/name" argument would ask about an object named "status")
     assert can_i(
-        release.kubeconfig, "patch", "inferenceservices.gpuserve.io/status", "-n", namespace
+        release.kubeconfig, "patch", "inferenceservices.gpuserve.io", "--subresource=status",
+        "-n", namespace,
     )
     for verb, resource in (
         ("get", "secrets"),
@@ -708,6 +710,7 @@ def test_operator_as_chart_service_account_reconciles(
         ("delete", "services"),
         ("delete", "configmaps"),
         ("update", "inferenceservices.gpuserve.io"),
+        ("patch", "inferenceservices.gpuserve.io"),  # status only: nothing on the user's spec
         ("create", "pods"),
         ("list", "secrets"),
     ):
