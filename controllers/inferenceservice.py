@@ -81,12 +81,12 @@ async def child_index(
     # Drift: what gpuserve applied changed under it (someone edited, scaled or took over a
     # field). A change it did not apply there (the controller manager's status updates,
     # several per Deployment while it rolls out) needs no reconcile.
-    seen = state_of(kw).child_digests
+    state = state_of(kw)
     child = (str(body.get("kind")), namespace or "", name)
     digest = hash(packed.data)
-    if seen.get(child, digest) != digest:
-        state_of(kw).queue.add((namespace or "", service))
-    seen[child] = digest
+    if state.child_digests.get(child, digest) != digest:
+        state.queue.add((namespace or "", service))
+    state.child_digests[child] = digest
     return {(namespace or "", service): packed}
 
 
@@ -178,5 +178,6 @@ async def on_child_event(
 ) -> None:
     service = labels.get(LABEL_SERVICE)
     if service and type == "DELETED":
-        state_of(kw).child_digests.pop((str(body.get("kind")), namespace or "", name), None)
-        state_of(kw).queue.add((namespace or "", service))
+        state = state_of(kw)
+        state.child_digests.pop((str(body.get("kind")), namespace or "", name), None)
+        state.queue.add((namespace or "", service))
