@@ -17,13 +17,19 @@ import kopf
 from pydantic import ValidationError
 
 from controllers import kube
-from controllers.converging import as_body, desired_serving, now_rfc3339, wanted_warm_pool
+from controllers.converging import (
+    ClusterView,
+    as_body,
+    desired_serving,
+    now_rfc3339,
+    wanted_warm_pool,
+)
 from controllers.inferenceservice import view_of
 from controllers.prometheus_source import Reading, Readings
 from controllers.settings import PROMETHEUS_URL
 from controllers.state import RATE_WINDOW_S, OperatorState, ScalingMemory, state_of, uid_of
 from gpuserve.api.conditions import ConditionWriter
-from gpuserve.api.models import parse_inference_service
+from gpuserve.api.models import InferenceService, parse_inference_service
 from gpuserve.api.status import InferenceServiceStatus, ScalingDecisionStatus
 from gpuserve.autoscaling import Decision, MetricHistory, MetricSample, PolicyMemory, decide
 from gpuserve.autoscaling.from_spec import policy_config_from_spec
@@ -61,7 +67,6 @@ def evaluate(
     key = (meta["namespace"], meta["name"])
     state: OperatorState = state_of(kw)
     memory = state.scaling.get(uid_of(body))
-    gen = meta.get("generation")
     if readings is None:
         error = f"no Prometheus configured (${PROMETHEUS_URL})"
         reading = Reading(MetricSample(at=time.time()), error=error)
@@ -73,9 +78,10 @@ def evaluate(
     silent = _silent(reading, readings, key)
     pods = list(kw["service_pods"].get(key, []))
     ready = sum(1 for p in pods if p.ready)
-    quiet = (gen, reading.error, len(pods), ready)
+    quiet = (meta.get("generation"), reading.error, len(pods), ready)
     if silent and memory.quiet == quiet:
         return None
+    memory.quiet = None  # set again only once this evaluation has been written
     try:
         svc = parse_inference_service(body)
     except ValidationError:
@@ -83,7 +89,43 @@ def evaluate(
     if svc.spec.scaling.engine != "builtin":
         return None
     view = view_of(key, kw)
-    memory.quiet = None  # set again only once this evaluation has been written
+    config = policy_config_from_spec(
+        svc.spec, view.cluster.valid_classes(), rate_window=RATE_WINDOW_S
+    )
+    history = _history(memory, reading, 2 * config.stable_window)
+    try:
+        decision = _decide_and_record(body, svc, view, reading, history, memory, ready)
+    except kube.StaleStatus:
+        # The reconcile wrote status after the index's copy was taken. Deciding again
+        # from the live object now, with the same reading, beats losing this pass: under
+        # load the two writers meet often, and a lost pass is a scale-up 1-2 s later.
+        live = kube.get_custom(SERVICES_PLURAL, key[1], key[0])
+        if live is None or uid_of(live) != uid_of(body):
+            return None
+        try:
+            svc = parse_inference_service(live)
+        except ValidationError:
+            return None
+        decision = _decide_and_record(live, svc, view, reading, history, memory, ready)
+    memory.quiet = quiet if silent else None
+    return decision
+
+
+def _decide_and_record(
+    body: dict[str, Any],
+    svc: InferenceService,
+    view: ClusterView,
+    reading: Reading,
+    history: MetricHistory,
+    memory: ScalingMemory,
+    ready: int,
+) -> Decision:
+    """Decide from ``body``'s status and write the outcome. Nothing of the decision (the
+    policy's memory, the log line, the events) takes effect unless the write does: a
+    refused write (kube.StaleStatus) leaves everything as it was, to be decided again."""
+    meta = body["metadata"]
+    key = (meta["namespace"], meta["name"])
+    gen = meta.get("generation")
     now = reading.sample.at
     live = dict(body.get("status") or {})
     status = InferenceServiceStatus.model_validate(live)
@@ -92,17 +134,19 @@ def evaluate(
     config = policy_config_from_spec(
         svc.spec, view.cluster.valid_classes(), rate_window=RATE_WINDOW_S
     )
-    history = _history(memory, reading, 2 * config.stable_window)
-    if memory.policy is None:  # first evaluation of this object by this process
-        memory.policy = PolicyMemory.from_status(status.autoscaler_memory)
+    remembered = (  # from status on this process's first evaluation of the object
+        memory.policy
+        if memory.policy is not None
+        else PolicyMemory.from_status(status.autoscaler_memory)
+    )
     decision = decide(
         config=config,
         history=history,
         pools=pool_state(svc.spec, cluster=view.cluster, now=now, serving_target=target),
         now=now,
-        memory=memory.policy,
+        memory=remembered,
     )
-    memory.policy = decision.memory
+    after_write: list[Callable[[], None]] = []
     stamp = now_rfc3339()
     conds = ConditionWriter(status.conditions, generation=gen, now=stamp)
     if reading.error or decision.mode == "hold":
@@ -111,7 +155,7 @@ def evaluate(
         # A warning when the metrics go missing, not on every pass while they stay so; a
         # service with no ready pod has no Triton to scrape, and that is no surprise.
         if (reading.error or ready) and not _already(status, missing):
-            _warn(body, why)
+            after_write.append(lambda: _warn(body, why))
         conds.set("MetricsAvailable", "False", missing, why)
     else:
         conds.set("MetricsAvailable", "True", "MetricsFresh", "Triton metrics are fresh")
@@ -147,18 +191,7 @@ def evaluate(
         if previous is None or previous.desired_replicas != decision.desired_replicas:
             status.decisions = [*status.decisions, record][-MAX_DECISIONS:]
             status.autoscaler_memory = decision.memory.to_status()
-            verb = (
-                "ScaledUp" if decision.delta > 0 else "ScaledDown" if decision.delta < 0 else "Held"
-            )
-            log.info("%s/%s %s %s", key[0], key[1], verb, record.reason)
-            if decision.delta:  # a hold changes nothing: status.decisions records it
-                kopf.event(
-                    as_body(body),
-                    type="Normal",
-                    reason=("Advised" + verb) if advisory else verb,
-                    message=f"{decision.current_replicas} -> {decision.desired_replicas}: "
-                    f"{record.reason}",
-                )
+            after_write.append(lambda: _announce(body, decision, record, advisory))
         if not advisory:
             status.desired_replicas = decision.desired_replicas
     if p95 is not None and (status.p95_ms is None or abs(status.p95_ms - p95 * 1e3) >= 1.0):
@@ -174,8 +207,26 @@ def evaluate(
         live_status=live,
         resource_version=meta.get("resourceVersion"),
     )
-    memory.quiet = quiet if silent else None
+    memory.policy = decision.memory
+    for announce in after_write:
+        announce()
     return decision
+
+
+def _announce(
+    body: dict[str, Any], decision: Decision, record: ScalingDecisionStatus, advisory: bool
+) -> None:
+    meta = body["metadata"]
+    verb = "ScaledUp" if decision.delta > 0 else "ScaledDown" if decision.delta < 0 else "Held"
+    log.info("%s/%s %s %s", meta["namespace"], meta["name"], verb, record.reason)
+    if decision.delta:  # a hold changes nothing: status.decisions records it
+        kopf.event(
+            as_body(body),
+            type="Normal",
+            reason=("Advised" + verb) if advisory else verb,
+            message=f"{decision.current_replicas} -> {decision.desired_replicas}: "
+            f"{record.reason}",
+        )
 
 
 def _silent(reading: Reading, readings: Readings | None, key: tuple[str, str]) -> bool:

@@ -90,12 +90,12 @@ async def child_index(
     return {(namespace or "", service): packed}
 
 
-_CHILD_INDEXES = ("child_configmaps", "child_deployments", "child_services", "child_pdbs")
+CHILD_INDEXES = ("child_configmaps", "child_deployments", "child_services", "child_pdbs")
 
 
 def view_of(key: tuple[str, str], kw: dict[str, Any]) -> ClusterView:
     children: dict[tuple[str, str], dict[str, Any]] = {}
-    for index_name in _CHILD_INDEXES:
+    for index_name in CHILD_INDEXES:
         for entry in kw[index_name].get(key, []):
             obj = entry.unpack()
             children[(obj["kind"], obj["metadata"]["name"])] = obj

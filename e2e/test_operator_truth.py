@@ -204,13 +204,20 @@ def test_promotions_swaps_and_scale_downs_fail_no_request(
     serving-priority pods relieve them (the relieved pods are demoted and deleted), and the
     service scales back down; every request of both loads must succeed."""
     name = "swap"
+    # The four L4 GPUs hold 1 serving + 2 warm pods and leave one free: the first
+    # serving-priority pod starts there and relieves a promoted standby pod. With
+    # maxReplicas 4 a decision of 4 would fill every GPU with the service's own serving
+    # pods, and nothing could (or should) be swapped.
+    wait_for(
+        lambda: not gpu_pods_elsewhere(cluster, namespace), 90, "L4 GPUs free of other tests' pods"
+    )
     apply(
         cluster,
         namespace,
         sleeper_service(
             name,
             classes=["l4"],
-            scaling=scaling(minReplicas=1, maxReplicas=4, warmPool=2),
+            scaling=scaling(minReplicas=1, maxReplicas=3, warmPool=2),
             triton={"exitTimeoutSeconds": 5},
         ),
     )
@@ -233,11 +240,17 @@ def test_promotions_swaps_and_scale_downs_fail_no_request(
     )
     steady.start()
     burst, burst_out = load_in_thread(stack, namespace, name, seconds=30)
-    wait_for(
-        lambda: {"Promoted", "Demoted"} <= {e["reason"] for e in events(cluster, namespace, name)},
-        90,
-        "a promotion and a relief under load",
-    )
+    seen: set[str] = set()
+
+    def promoted_and_relieved() -> bool:
+        seen.update(e["reason"] for e in events(cluster, namespace, name))
+        return {"Promoted", "Demoted"} <= seen
+
+    def decided() -> str:
+        decisions = service_status(cluster, namespace, name).get("decisions", [])
+        return f"events {sorted(seen)}; decisions {[d.get('reason') for d in decisions]}"
+
+    wait_for(promoted_and_relieved, 90, "a promotion and a relief under load", explain=decided)
     burst.join(timeout=120)
     steady.join(timeout=steady_s + 90)
     results = {"burst": burst_out["r"], "steady": out["steady"]}

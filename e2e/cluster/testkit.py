@@ -59,8 +59,9 @@ class ClusterHandle:
 
 
 def wait_for(probe: Callable[[], T | None], timeout: float, what: str,
-             interval: float = 0.2) -> T:
-    """Calls probe until it returns something truthy; AssertionError after timeout."""
+             interval: float = 0.2, explain: Callable[[], str] | None = None) -> T:
+    """Calls probe until it returns something truthy; AssertionError after timeout, with
+    what ``explain`` says of the state then (so a CI log shows why, not only that)."""
     deadline = time.monotonic() + timeout
     last: T | None = None
     while True:
@@ -68,7 +69,8 @@ def wait_for(probe: Callable[[], T | None], timeout: float, what: str,
         if last:
             return last
         if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+            why = f": {explain()}" if explain is not None else ""
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{why}")
         time.sleep(interval)
 
 
