@@ -25,7 +25,7 @@ from controllers.converging import (
     wanted_warm_pool,
 )
 from controllers.inferenceservice import view_of
-from controllers.prometheus_source import Reading, Readings
+from controllers.prometheus_source import VLLM_WINDOWS_S, Reading, Readings, VllmReadings
 from controllers.settings import PROMETHEUS_URL
 from controllers.state import RATE_WINDOW_S, OperatorState, ScalingMemory, state_of, uid_of
 from gpuserve.api.conditions import ConditionWriter
@@ -33,6 +33,11 @@ from gpuserve.api.models import InferenceService, parse_inference_service
 from gpuserve.api.status import InferenceServiceStatus, ScalingDecisionStatus
 from gpuserve.autoscaling import Decision, MetricHistory, MetricSample, PolicyMemory, decide
 from gpuserve.autoscaling.from_spec import policy_config_from_spec
+from gpuserve.autoscaling.pools import PoolState
+from gpuserve.llm.calibrating import calibrated
+from gpuserve.llm.deciding import LLMPolicy, decide_llm
+from gpuserve.llm.from_spec import llm_policy_from_spec
+from gpuserve.llm.observing import VllmSnapshot, observe
 from gpuserve.placement.service_plan import ServicePlan, plan_service, pool_state
 from gpuserve.resources.naming import SERVICES_PLURAL
 
@@ -60,9 +65,13 @@ def _shortfall(plan: ServicePlan) -> str:
 
 
 def evaluate(
-    body: dict[str, Any], kw: dict[str, Any], readings: Readings | None
+    body: dict[str, Any],
+    kw: dict[str, Any],
+    readings: Readings | None,
+    vllm: Callable[[], VllmReadings | None] = lambda: None,
 ) -> Decision | None:
-    """One service's evaluation from this pass's ``readings`` (None: no Prometheus)."""
+    """One service's evaluation from this pass's ``readings`` (None: no Prometheus);
+    ``vllm`` reads the pass's vLLM series, for LLM services, when first asked."""
     meta = body["metadata"]
     key = (meta["namespace"], meta["name"])
     state: OperatorState = state_of(kw)
@@ -94,7 +103,7 @@ def evaluate(
     )
     history = _history(memory, reading, 2 * config.stable_window)
     try:
-        decision = _decide_and_record(body, svc, view, reading, history, memory, ready)
+        decision = _decide_and_record(body, svc, view, reading, history, memory, ready, vllm)
     except kube.StaleStatus:
         # The reconcile wrote status after the index's copy was taken. Deciding again
         # from the live object now, with the same reading, beats losing this pass: under
@@ -106,7 +115,7 @@ def evaluate(
             svc = parse_inference_service(live)
         except ValidationError:
             return None
-        decision = _decide_and_record(live, svc, view, reading, history, memory, ready)
+        decision = _decide_and_record(live, svc, view, reading, history, memory, ready, vllm)
     memory.quiet = quiet if silent else None
     return decision
 
@@ -119,6 +128,7 @@ def _decide_and_record(
     history: MetricHistory,
     memory: ScalingMemory,
     ready: int,
+    vllm: Callable[[], VllmReadings | None],
 ) -> Decision:
     """Decide from ``body``'s status and write the outcome. Nothing of the decision (the
     policy's memory, the log line, the events) takes effect unless the write does: a
@@ -139,13 +149,16 @@ def _decide_and_record(
         if memory.policy is not None
         else PolicyMemory.from_status(status.autoscaler_memory)
     )
-    decision = decide(
-        config=config,
-        history=history,
-        pools=pool_state(svc.spec, cluster=view.cluster, now=now, serving_target=target),
-        now=now,
-        memory=remembered,
-    )
+    pools = pool_state(svc.spec, cluster=view.cluster, now=now, serving_target=target)
+    llm = llm_policy_from_spec(svc.spec)
+    if llm is not None:  # sized on its token objectives, from its vLLM series
+        windows = vllm()
+        found = windows.of(*key) if windows is not None else {}
+        decision = _decide_llm(llm, found, pools, now=now, memory=remembered)
+    else:
+        decision = decide(
+            config=config, history=history, pools=pools, now=now, memory=remembered
+        )
     after_write: list[Callable[[], None]] = []
     stamp = now_rfc3339()
     conds = ConditionWriter(status.conditions, generation=gen, now=stamp)
@@ -213,6 +226,34 @@ def _decide_and_record(
     return decision
 
 
+def _decide_llm(
+    policy: LLMPolicy,
+    snapshots: dict[float, VllmSnapshot],
+    pools: PoolState,
+    *,
+    now: float,
+    memory: PolicyMemory,
+) -> Decision:
+    """The LLM rule on the stable and recent windows of the service's vLLM series, its
+    engines priced by what the stable window measured (gpuserve.llm.calibrating)."""
+    latest = snapshots.get(0.0)
+    q = policy.objectives.quantile
+    windows = [
+        observe(start, latest, q) if latest is not None and start.at < latest.at else None
+        for start in (snapshots.get(ago) for ago in VLLM_WINDOWS_S)
+        if start is not None
+    ]
+    stable = next((w for w in windows if w is not None), None)  # the longest there is
+    recent = windows[-1] if windows else None
+    fitted, factor = calibrated(policy, stable, latest.replicas if latest is not None else 0)
+    decision = decide_llm(
+        policy=fitted, stable=stable, recent=recent, pools=pools, now=now, memory=memory
+    )
+    if factor is not None:
+        decision.signals["timeScale"] = factor
+    return decision
+
+
 def _announce(
     body: dict[str, Any], decision: Decision, record: ScalingDecisionStatus, advisory: bool
 ) -> None:
@@ -245,4 +286,13 @@ def autoscale_pass(kw: dict[str, Any]) -> Callable[[dict[str, Any]], object]:
     controllers.periodic then calls the result for each service."""
     source = state_of(kw).prometheus
     readings = source.read_all() if source is not None else None
-    return lambda body: evaluate(body, kw, readings)
+    vllm: list[VllmReadings | None] = []
+
+    def vllm_once() -> VllmReadings | None:
+        # Read on the first LLM service of the pass, for all of them; never without one.
+        if not vllm:
+            at = readings.at if readings is not None else time.time()
+            vllm.append(source.read_vllm(at=at) if source is not None else None)
+        return vllm[0]
+
+    return lambda body: evaluate(body, kw, readings, vllm_once)

@@ -19,6 +19,7 @@ from requests.exceptions import RequestException
 from urllib3.util.retry import Retry
 
 from gpuserve.autoscaling.metrics import MetricSample
+from gpuserve.llm.observing import VllmSnapshot, snapshot_from_samples
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,27 @@ class Readings:
         return (namespace, service) in self.values
 
 
+# Every vLLM-named series of every service: the LLM rule adds them up itself
+# (gpuserve.llm.observing), histogram buckets included.
+VLLM_SERIES = '{__name__=~"vllm:.+",service!=""}'
+# How long before a pass its vLLM series are read again: the stable and recent windows.
+VLLM_WINDOWS_S = (60.0, 15.0)
+
+
+@dataclass(frozen=True)
+class VllmReadings:
+    """One pass's vLLM series of every LLM service, at the pass's instant and at the
+    starts of the windows before it (instant queries at past times: nothing is kept
+    between passes, so a restarted operator sees the same windows)."""
+
+    at: float
+    snapshots: dict[ServiceKey, dict[float, VllmSnapshot]]  # seconds before ``at`` -> snapshot
+    error: str | None = None
+
+    def of(self, namespace: str, service: str) -> dict[float, VllmSnapshot]:
+        return self.snapshots.get((namespace, service), {})
+
+
 class PrometheusSource:
     def __init__(self, url: str, *, window: str = "15s", timeout: float = 3.0) -> None:
         self.url = url
@@ -94,6 +116,25 @@ class PrometheusSource:
     def read(self, *, namespace: str, service: str, now: float | None = None) -> Reading:
         return self._read(f'namespace="{namespace}",service="{service}"', now).of(
             namespace, service
+        )
+
+    def read_vllm(self, *, at: float) -> VllmReadings:
+        """Every service's vLLM series now and at the start of each window: one query per
+        instant, whatever the number of services."""
+        found: dict[ServiceKey, dict[float, list[tuple[str, dict[str, str], float]]]] = {}
+        try:
+            for ago in (0.0, *VLLM_WINDOWS_S):
+                result = self._prom.custom_query(query=VLLM_SERIES, params={"time": at - ago})
+                for key, sample in _vllm_samples(result):
+                    found.setdefault(key, {}).setdefault(ago, []).append(sample)
+        except (PrometheusApiClientException, RequestException, ValueError) as exc:
+            return VllmReadings(at, {}, error=f"Prometheus at {self.url}: {exc}")
+        return VllmReadings(
+            at,
+            {
+                key: {ago: snapshot_from_samples(at - ago, samples) for ago, samples in by.items()}
+                for key, by in found.items()
+            },
         )
 
     def _read(self, sel: str, now: float | None) -> Readings:
@@ -122,4 +163,25 @@ def _by_service(result: object) -> dict[ServiceKey, float | None]:
         except (KeyError, IndexError, TypeError, ValueError):
             continue
         found[key] = value if not math.isinf(value) else None
+    return found
+
+
+def _vllm_samples(
+    result: object,
+) -> list[tuple[ServiceKey, tuple[str, dict[str, str], float]]]:
+    """An instant vector of vLLM series as (service, (name, labels, value)); malformed and
+    non-finite entries left out."""
+    found: list[tuple[ServiceKey, tuple[str, dict[str, str], float]]] = []
+    if not isinstance(result, list):
+        return found
+    for entry in result:
+        try:
+            labels = {str(k): str(v) for k, v in entry["metric"].items()}
+            name = labels.pop("__name__")
+            key = (labels["namespace"], labels["service"])
+            value = float(entry["value"][1])
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+            continue
+        if math.isfinite(value):
+            found.append((key, (name, labels, value)))
     return found

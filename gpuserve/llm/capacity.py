@@ -156,6 +156,22 @@ def replica_capacity(
     return ReplicaCapacity(low, beyond or "ttft", predict(params, shape, objectives.quantile, low))
 
 
+def time_scale(
+    params: EngineParams, shape: LoadShape, rate: float, mean_step_s: float
+) -> float | None:
+    """The factor on ``params``' time costs that makes the model's mean step at ``rate``
+    requests/s (one replica) the measured ``mean_step_s`` (the mean time per output
+    token): the model run backwards, so a replica is priced by what it was seen to do.
+
+    With every cost times k the mean step is ``k b / (1 - k r w)`` (b the fixed cost per
+    step, w a request's other work); equal to the measured m when ``k = m / (b + m r w)``.
+    None when there is nothing to go by (no step measured, or no load)."""
+    if not mean_step_s > 0 or not rate > 0:
+        return None
+    work, _ = _per_request(params, shape)
+    return mean_step_s / (params.decode_base_s + mean_step_s * rate * work)
+
+
 def _saturation(params: EngineParams, shape: LoadShape) -> float:
     """The rate at which the engine's work per second reaches 1 (no limit is above it)."""
     work, _ = _per_request(params, shape)

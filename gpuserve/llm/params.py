@@ -74,6 +74,19 @@ class EngineParams:
             + self.decode_s_per_context_token * context_tokens
         )
 
+    def slower(self, factor: float) -> EngineParams:
+        """The same engine with every time cost multiplied by ``factor`` (a slower GPU, or
+        a model this engine's defaults do not describe); its sizes are unchanged."""
+        if not factor > 0:
+            raise ValueError(f"factor: must be positive, got {factor}")
+        return replace(
+            self,
+            prefill_s_per_token=self.prefill_s_per_token * factor,
+            decode_base_s=self.decode_base_s * factor,
+            decode_s_per_seq=self.decode_s_per_seq * factor,
+            decode_s_per_context_token=self.decode_s_per_context_token * factor,
+        )
+
     def blocks_for(self, tokens: int) -> int:
         """Blocks that hold ``tokens`` tokens of keys and values."""
         return -(-tokens // self.block_size)

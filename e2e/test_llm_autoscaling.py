@@ -1,0 +1,147 @@
+"""An LLM service scaled on its token objectives, on the local stack: the operator renders
+the vLLM config, the runner serves it with the LLM engine emulator on a real tritonserver
+(decoupled, streaming over gRPC, vLLM's metric names), Prometheus scrapes the pods, and
+the autoscaler sizes the service with the LLM rule from those series.
+
+The emulated engine is made slow (model parameters; each step sleeps its cost), so that
+one replica's capacity is a rate this machine's client can exceed. The operator is not
+told this: it prices the engine from the time per output token it measures.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.cluster.testkit import ClusterHandle, wait_for
+from e2e.marks import LOCAL_DATA_PLANE
+from e2e.runner.stack import Stack, apply, local_stack, service_status
+from e2e.test_warm_pool import settled
+from e2e.triton.requests import LLMRequest, stream_llm
+
+pytestmark = LOCAL_DATA_PLANE
+
+# 20 ms per step, 0.2 ms per uncached prompt token, 1 ms per decoding sequence: with
+# 200-token prompts and 40 output tokens one replica keeps a 60 ms TPOT up to a few
+# requests per second.
+SLOW_ENGINE = {
+    "decode_base_s": "0.02",
+    "prefill_s_per_token": "0.0002",
+    "decode_s_per_seq": "0.001",
+}
+PROMPT, OUTPUT = 200, 40
+
+
+@pytest.fixture
+def stack(cluster: ClusterHandle, namespace: str, tmp_path: Path) -> Iterator[Stack]:
+    with local_stack(cluster, tmp_path, namespaces=frozenset({namespace})) as s:
+        yield s
+
+
+def llm_service(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "gpuserve.io/v1alpha1",
+        "kind": "InferenceService",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {
+                "name": "llm",
+                "storageUri": "demo://llm_emulator",
+                "format": "vllm",
+                "parameters": SLOW_ENGINE,
+            },
+            "precision": "bf16",
+            "slo": {"latency": "30s", "ttft": "1s", "tpot": "60ms", "percentile": 95},
+            "accelerators": {"classes": ["h100"]},
+            "llm": {"parameters": "8B", "maxContextLength": 2048, "prefixCaching": False},
+            "scaling": {
+                "minReplicas": 1,
+                "maxReplicas": 3,
+                "scaleDownStabilization": "30s",
+            },
+        },
+    }
+
+
+def stream_at_rate(
+    stack: Stack, namespace: str, name: str, rate: int, seconds: int
+) -> tuple[threading.Thread, dict[str, Any]]:
+    """``rate`` streams started every second for ``seconds``, spread over the serving pods
+    of that second; every response and error counted."""
+    out: dict[str, Any] = {"done": 0, "errors": []}
+    lock = threading.Lock()
+    endpoints = stack.plane.runner.endpoints_for(namespace, name)
+
+    def one(address: str) -> None:
+        try:
+            run = stream_llm(address, "llm", [LLMRequest(PROMPT, OUTPUT)], timeout_s=60.0)
+            with lock:
+                out["done"] += sum(r.done for r in run.responses)
+                out["errors"] += run.errors
+        except Exception as exc:  # counted: the test fails on any
+            with lock:
+                out["errors"].append(repr(exc))
+
+    def drive() -> None:
+        workers: list[threading.Thread] = []
+        start = time.monotonic()
+        for second in range(seconds):
+            time.sleep(max(0.0, start + second - time.monotonic()))
+            addresses = endpoints() or []
+            if not addresses:
+                with lock:
+                    out["errors"].append("no serving endpoint")
+                continue
+            # One thread per request: streams overlap as real clients' do.
+            for i in range(rate):
+                worker = threading.Thread(
+                    target=one, args=(addresses[i % len(addresses)],), daemon=True
+                )
+                worker.start()
+                workers.append(worker)
+        for worker in workers:
+            worker.join(timeout=90)
+
+    thread = threading.Thread(target=drive, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def test_an_llm_service_scales_on_its_token_objectives_and_back(
+    stack: Stack, cluster: ClusterHandle, namespace: str
+) -> None:
+    name = "chat"
+    apply(cluster, namespace, llm_service(name))
+    wait_for(lambda: settled(stack, namespace, name, 1, 0), 180, "one LLM replica serving")
+    rate, seconds = 12, 90
+    load, out = stream_at_rate(stack, namespace, name, rate=rate, seconds=seconds)
+
+    def scaled_up() -> dict[str, Any] | None:
+        status = service_status(cluster, namespace, name)
+        last = status.get("lastDecision") or {}
+        return last if int(status.get("desiredReplicas", 1)) >= 2 else None
+
+    def seen() -> str:
+        return str(service_status(cluster, namespace, name).get("decisions"))
+
+    decision = wait_for(scaled_up, 120, "the LLM rule to add replicas", explain=seen)
+    # The token rule decided it (its reason and signals), pricing the engine from what
+    # it measured: the emulator is far slower than the H100 defaults.
+    assert "req/s per replica" in decision["reason"], decision
+    assert decision["signals"].get("timeScale", 0) > 1.5, decision
+    load.join(timeout=seconds + 120)
+    assert not load.is_alive()
+    assert out["errors"] == [], out["errors"][:5]
+    assert out["done"] == rate * seconds
+    # Demand gone: back to one replica once the scale-down window has passed.
+    wait_for(
+        lambda: int(service_status(cluster, namespace, name).get("desiredReplicas", 0)) == 1,
+        150,
+        "the LLM service back at one replica",
+        explain=seen,
+    )
