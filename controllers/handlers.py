@@ -5,10 +5,14 @@ from controllers import (
     autoscaler,
     indexes,
     inferenceservice,
+    kopf_barrier,
     login,
     periodic,
     startup,
 )
+
+# Before kopf starts: its start-up barrier would otherwise cost N^2 wake-ups.
+kopf_barrier.install()
 
 __all__ = [
     "acceleratorclass",
