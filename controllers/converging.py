@@ -79,10 +79,13 @@ class ClusterView:
     children: Mapping[tuple[str, str], Obj] = field(default_factory=dict)
 
 
+Event = tuple[str, str, str]  # type, reason, message
+
+
 @dataclass
 class Outcome:
     status: InferenceServiceStatus
-    events: list[tuple[str, str, str]] = field(default_factory=list)  # type, reason, message
+    events: list[Event] = field(default_factory=list)
 
 
 def wanted_warm_pool(svc: InferenceService, status: InferenceServiceStatus) -> int:
@@ -112,18 +115,23 @@ def _stalled(status: InferenceServiceStatus, *, gen: int | None, reason: str, me
     status.observed_generation = gen
 
 
-def converge(body: Obj, view: ClusterView, state: OperatorState) -> Outcome:
+def converge(
+    body: Obj, view: ClusterView, state: OperatorState, events: list[Event] | None = None
+) -> Outcome:
+    """``events`` collects the announcements of what was done as it is done, so that the
+    caller can post them even when a later step fails (a pod promoted before a refused
+    status write was still promoted)."""
     with state.locks.get(uid_of(body)):
-        return _converge(body, view, state)
+        return _converge(body, view, state, [] if events is None else events)
 
 
-def _converge(body: Obj, view: ClusterView, state: OperatorState) -> Outcome:
+def _converge(body: Obj, view: ClusterView, state: OperatorState, events: list[Event]) -> Outcome:
     """Read the spec, plan, apply the plan, write status: each step below is one call."""
     meta = body["metadata"]
     gen = meta.get("generation")
     live_status = dict(body.get("status") or {})
     status = InferenceServiceStatus.model_validate(live_status)
-    outcome = Outcome(status=status)
+    outcome = Outcome(status=status, events=events)
     try:
         svc = parse_inference_service(body)
     except ValidationError as exc:
@@ -380,6 +388,6 @@ def as_body(obj: Obj) -> kopf.Body:
     return cast(kopf.Body, obj)
 
 
-def post_events(body: Obj, outcome: Outcome) -> None:
-    for type_, reason, message in outcome.events:
+def post_events(body: Obj, events: list[Event]) -> None:
+    for type_, reason, message in events:
         kopf.event(as_body(body), type=type_, reason=reason, message=message)

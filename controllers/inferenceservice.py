@@ -17,7 +17,13 @@ from typing import Any
 
 import kopf
 
-from controllers.converging import ClusterView, converge, post_events, remember_kopf_context
+from controllers.converging import (
+    ClusterView,
+    Event,
+    converge,
+    post_events,
+    remember_kopf_context,
+)
 from controllers.packed import Packed
 from controllers.state import state_of
 from gpuserve.api.models import GROUP, VERSION
@@ -117,8 +123,11 @@ def reconcile(body: dict[str, Any], kw: dict[str, Any]) -> None:
     if meta.get("deletionTimestamp"):
         return  # going away: its children follow through garbage collection
     key = (meta["namespace"], meta["name"])
-    outcome = converge(body, view_of(key, kw), state_of(kw))
-    post_events(body, outcome)
+    events: list[Event] = []
+    try:
+        converge(body, view_of(key, kw), state_of(kw), events)
+    finally:  # what was done is announced, even if a later step failed (and is retried)
+        post_events(body, events)
 
 
 def reconcile_key(key: tuple[str, str], kw: dict[str, Any]) -> None:

@@ -193,9 +193,9 @@ def test_apply_reconciles_to_ready_on_the_right_gpus(
     endpoints = get_json(cluster, "endpoints", "chat", "-n", namespace)
     addresses = [a for s in endpoints.get("subsets", []) for a in s.get("addresses", [])]
     assert len(addresses) == 2  # the warm pod is out of the Service
-    # A standby pod that was ready before the serving pods was promoted and then relieved
-    # (or, when the serving pods were ready first, none was): either way every promotion
-    # announced has its relief, since both serving pods are serving-priority pods now.
+    # Every pod starts warm and is promoted once ready; a standby pod that was ready before
+    # the serving pods was promoted too, then relieved. Either way each promotion and
+    # relief is announced once: promotions less reliefs are the two serving pods.
     def announced() -> dict[str, int]:
         events = get_json(
             cluster, "events", "-n", namespace, "--field-selector", "involvedObject.name=chat"
@@ -206,11 +206,11 @@ def test_apply_reconciles_to_ready_on_the_right_gpus(
                 counts[e["reason"]] += e.get("count") or 1
         return counts
 
-    def balanced() -> dict[str, int] | None:
+    def all_announced() -> dict[str, int] | None:
         counts = announced()
-        return counts if counts["Applied"] and counts["Promoted"] == counts["Demoted"] else None
+        return counts if counts["Applied"] and counts["Promoted"] - counts["Demoted"] == 2 else None
 
-    wait_for(balanced, 30, "every promotion relieved", explain=lambda: str(announced()))
+    wait_for(all_announced, 30, "two promotions announced", explain=lambda: str(announced()))
 
 
 def test_batching_change_updates_config_and_rolls_pods(
