@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from e2e.cluster.testkit import ClusterHandle, wait_for
+from e2e.invalid_cases import valid_llm_service
 from e2e.marks import LOCAL_DATA_PLANE
 from e2e.runner.stack import Stack, apply, local_stack, service_status
 from e2e.test_warm_pool import settled
@@ -44,28 +45,14 @@ def stack(cluster: ClusterHandle, namespace: str, tmp_path: Path) -> Iterator[St
 
 
 def llm_service(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "gpuserve.io/v1alpha1",
-        "kind": "InferenceService",
-        "metadata": {"name": name},
-        "spec": {
-            "model": {
-                "name": "llm",
-                "storageUri": "demo://llm_emulator",
-                "format": "vllm",
-                "parameters": SLOW_ENGINE,
-            },
-            "precision": "bf16",
-            "slo": {"latency": "30s", "ttft": "1s", "tpot": "60ms", "percentile": 95},
-            "accelerators": {"classes": ["h100"]},
-            "llm": {"parameters": "8B", "maxContextLength": 2048, "prefixCaching": False},
-            "scaling": {
-                "minReplicas": 1,
-                "maxReplicas": 3,
-                "scaleDownStabilization": "30s",
-            },
-        },
-    }
+    """The smallest valid vLLM service, served by the slowed emulator, scaled 1-3."""
+    body = valid_llm_service(name)
+    spec = body["spec"]
+    spec["model"].update(storageUri="demo://llm_emulator", name="llm", parameters=SLOW_ENGINE)
+    spec["slo"] = {"latency": "30s", "ttft": "1s", "tpot": "60ms", "percentile": 95}
+    spec["llm"] = {"parameters": "8B", "maxContextLength": 2048, "prefixCaching": False}
+    spec["scaling"] = {"minReplicas": 1, "maxReplicas": 3, "scaleDownStabilization": "30s"}
+    return body
 
 
 def stream_at_rate(
