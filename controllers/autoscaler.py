@@ -32,6 +32,7 @@ from gpuserve.api.conditions import ConditionWriter
 from gpuserve.api.models import InferenceService, parse_inference_service
 from gpuserve.api.status import InferenceServiceStatus, ScalingDecisionStatus
 from gpuserve.autoscaling import Decision, MetricHistory, MetricSample, PolicyMemory, decide
+from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.from_spec import policy_config_from_spec
 from gpuserve.autoscaling.pools import PoolState
 from gpuserve.llm.calibrating import calibrated
@@ -103,7 +104,9 @@ def evaluate(
     )
     history = _history(memory, reading, 2 * config.stable_window)
     try:
-        decision = _decide_and_record(body, svc, view, reading, history, memory, ready, vllm)
+        decision = _decide_and_record(
+            body, svc, config, view, reading, history, memory, ready, vllm
+        )
     except kube.StaleStatus:
         # The reconcile wrote status after the index's copy was taken. Deciding again
         # from the live object now, with the same reading, beats losing this pass: under
@@ -115,7 +118,12 @@ def evaluate(
             svc = parse_inference_service(live)
         except ValidationError:
             return None
-        decision = _decide_and_record(live, svc, view, reading, history, memory, ready, vllm)
+        config = policy_config_from_spec(
+            svc.spec, view.cluster.valid_classes(), rate_window=RATE_WINDOW_S
+        )
+        decision = _decide_and_record(
+            live, svc, config, view, reading, history, memory, ready, vllm
+        )
     memory.quiet = quiet if silent else None
     return decision
 
@@ -123,6 +131,7 @@ def evaluate(
 def _decide_and_record(
     body: dict[str, Any],
     svc: InferenceService,
+    config: PolicyConfig,
     view: ClusterView,
     reading: Reading,
     history: MetricHistory,
@@ -141,9 +150,6 @@ def _decide_and_record(
     status = InferenceServiceStatus.model_validate(live)
     owner = f"{key[0]}/{key[1]}"
     target = desired_serving(svc, status)
-    config = policy_config_from_spec(
-        svc.spec, view.cluster.valid_classes(), rate_window=RATE_WINDOW_S
-    )
     remembered = (  # from status on this process's first evaluation of the object
         memory.policy
         if memory.policy is not None
