@@ -10,8 +10,6 @@ told this: it prices the engine from the time per output token it measures.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +18,11 @@ import pytest
 
 from e2e.cluster.testkit import ClusterHandle, wait_for
 from e2e.invalid_cases import valid_llm_service
+from e2e.loadgen import Limits, StreamReplay, Target, constant_rate_requests
 from e2e.marks import LOCAL_DATA_PLANE
 from e2e.runner.stack import Stack, apply, local_stack, service_status
 from e2e.test_warm_pool import settled
-from e2e.triton.requests import LLMRequest, stream_llm
+from e2e.triton.requests import LLMRequest
 
 pytestmark = LOCAL_DATA_PLANE
 
@@ -57,46 +56,16 @@ def llm_service(name: str) -> dict[str, Any]:
 
 def stream_at_rate(
     stack: Stack, namespace: str, name: str, rate: int, seconds: int
-) -> tuple[threading.Thread, dict[str, Any]]:
-    """``rate`` streams started every second for ``seconds``, spread over the serving pods
-    of that second; every response and error counted."""
-    out: dict[str, Any] = {"done": 0, "errors": []}
-    lock = threading.Lock()
-    endpoints = stack.plane.runner.endpoints_for(namespace, name)
-
-    def one(address: str) -> None:
-        try:
-            run = stream_llm(address, "llm", [LLMRequest(PROMPT, OUTPUT)], timeout_s=60.0)
-            with lock:
-                out["done"] += sum(r.done for r in run.responses)
-                out["errors"] += run.errors
-        except Exception as exc:  # counted: the test fails on any
-            with lock:
-                out["errors"].append(repr(exc))
-
-    def drive() -> None:
-        workers: list[threading.Thread] = []
-        start = time.monotonic()
-        for second in range(seconds):
-            time.sleep(max(0.0, start + second - time.monotonic()))
-            addresses = endpoints() or []
-            if not addresses:
-                with lock:
-                    out["errors"].append("no serving endpoint")
-                continue
-            # One thread per request: streams overlap as real clients' do.
-            for i in range(rate):
-                worker = threading.Thread(
-                    target=one, args=(addresses[i % len(addresses)],), daemon=True
-                )
-                worker.start()
-                workers.append(worker)
-        for worker in workers:
-            worker.join(timeout=90)
-
-    thread = threading.Thread(target=drive, daemon=True)
-    thread.start()
-    return thread, out
+) -> StreamReplay:
+    """``rate`` streams a second for ``seconds``, spread over the serving pods of the
+    moment; every response and error counted."""
+    target = Target(
+        model="llm",
+        endpoints=stack.plane.runner.endpoints_for(namespace, name),
+        request_timeout_s=60.0,
+    )
+    requests = constant_rate_requests(LLMRequest(PROMPT, OUTPUT), rate, seconds)
+    return StreamReplay(requests, target, Limits(max_wall_s=seconds + 60)).start()
 
 
 def test_an_llm_service_scales_on_its_token_objectives_and_back(
@@ -106,7 +75,7 @@ def test_an_llm_service_scales_on_its_token_objectives_and_back(
     apply(cluster, namespace, llm_service(name))
     wait_for(lambda: settled(stack, namespace, name, 1, 0), 180, "one LLM replica serving")
     rate, seconds = 12, 90
-    load, out = stream_at_rate(stack, namespace, name, rate=rate, seconds=seconds)
+    load = stream_at_rate(stack, namespace, name, rate=rate, seconds=seconds)
 
     def scaled_up() -> dict[str, Any] | None:
         status = service_status(cluster, namespace, name)
@@ -121,10 +90,9 @@ def test_an_llm_service_scales_on_its_token_objectives_and_back(
     # it measured: the emulator is far slower than the H100 defaults.
     assert "req/s per replica" in decision["reason"], decision
     assert decision["signals"].get("timeScale", 0) > 1.5, decision
-    load.join(timeout=seconds + 120)
-    assert not load.is_alive()
-    assert out["errors"] == [], out["errors"][:5]
-    assert out["done"] == rate * seconds
+    result = load.join(timeout_s=seconds + 120)
+    assert result.errors() == [], result.errors()[:5]
+    assert result.completed == rate * seconds
     # Demand gone: back to one replica once the scale-down window has passed.
     wait_for(
         lambda: int(service_status(cluster, namespace, name).get("desiredReplicas", 0)) == 1,

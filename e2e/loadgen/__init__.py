@@ -7,6 +7,9 @@ Typical use::
     result = run_trace(trace_path, target, compress=10, duration_s=60)
     print(result.summary_table())
 
+Streamed LLM load (one gRPC stream per request, time to first token and per output token):
+:class:`StreamReplay` in ``e2e.loadgen.streams``.
+
 CLI: ``python -m e2e.loadgen --trace FILE --compress 10 --duration 60 --endpoint
 127.0.0.1:PORT --model NAME``.
 """
@@ -23,6 +26,14 @@ from e2e.loadgen.runner import (
     run_constant_rate,
     run_trace,
 )
+from e2e.loadgen.streams import (
+    StreamRecord,
+    StreamReplay,
+    StreamResult,
+    TimedRequest,
+    constant_rate_requests,
+    token_requests,
+)
 from e2e.loadgen.trace import (
     Arrival,
     TraceFormatError,
@@ -38,11 +49,16 @@ __all__ = [
     "LoadResult",
     "RequestRecord",
     "SecondStats",
+    "StreamRecord",
+    "StreamReplay",
+    "StreamResult",
     "Target",
+    "TimedRequest",
     "TraceFormatError",
     "check_loopback",
     "closed_loop_async",
     "constant_rate_arrivals",
+    "constant_rate_requests",
     "parse_timestamp",
     "percentile",
     "read_trace",
@@ -51,4 +67,5 @@ __all__ = [
     "run_closed_loop",
     "run_constant_rate",
     "run_trace",
+    "token_requests",
 ]
