@@ -21,7 +21,7 @@ import kopf
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from controllers import kube
+from controllers import kube, routing
 from controllers.state import OperatorState, uid_of
 from gpuserve.api.conditions import ConditionWriter
 from gpuserve.api.models import API_VERSION, InferenceService, parse_inference_service
@@ -159,14 +159,36 @@ def _converge(body: Obj, view: ClusterView, state: OperatorState, events: list[E
         _write_status(body, status, live_status)
         return outcome
 
-    children = _render(svc, plan, view, state)
+    children, unserved = _servable(_render(svc, plan, view, state))
     problem = _apply(meta, plan, children, view, state, outcome)
     if problem is not None:
         _stalled(status, gen=gen, reason=problem[0], message=problem[1])
     else:
         _fill_status(status, svc=svc, view=view, plan=plan, gen=gen)
+        was = routing.pool_condition_status(status.conditions)
+        status.conditions = routing.set_pool_condition(
+            status.conditions, svc, unserved, generation=gen, now=now_rfc3339()
+        )
+        event = routing.pool_event(was, status.conditions)
+        if event is not None:
+            outcome.events.append(event)
     _write_status(body, status, live_status)
     return outcome
+
+
+def _servable(children: list[Obj]) -> tuple[list[Obj], list[Obj]]:
+    """The children to apply, and the optional ones left out because the API server does
+    not serve their kind (an InferencePool without the extension's CRDs): the service
+    works without them, so it is not stalled; its status says what was skipped."""
+    kept: list[Obj] = []
+    skipped: list[Obj] = []
+    for child in children:
+        optional = child["kind"] in routing.OPTIONAL_KINDS
+        if optional and not kube.serves(child["apiVersion"], child["kind"]):
+            skipped.append(child)
+        else:
+            kept.append(child)
+    return kept, skipped
 
 
 def _render(
@@ -257,6 +279,8 @@ def _apply(
                 key = (child["kind"], child["metadata"]["name"])
                 recent.record(key, _digest(child))
     except kube.KindNotServed as exc:
+        if exc.kind in routing.OPTIONAL_KINDS:
+            raise  # its CRD went away meanwhile; the retry skips it (kube.serves)
         return "EngineUnavailable", str(exc)
     except ApiException as exc:
         if exc.status not in (400, 422):

@@ -28,6 +28,7 @@ from controllers.packed import Packed
 from controllers.state import state_of
 from gpuserve.api.models import GROUP, VERSION
 from gpuserve.placement import service_plan
+from gpuserve.resources import inference_pool
 from gpuserve.resources.naming import FIELD_MANAGER, LABEL_SERVICE, SERVICES_PLURAL
 from gpuserve.resources.ownership import owned_part
 
@@ -67,9 +68,12 @@ CONFIGMAPS = ("", "v1", "configmaps")
 DEPLOYMENTS = ("apps", "v1", "deployments")
 SERVICES = ("", "v1", "services")
 PDBS = ("policy", "v1", "poddisruptionbudgets")
+# LLM services' pools. Without the extension's CRDs kopf just does not watch them (it
+# watches CRDs and starts once the kind appears); the reconcile then skips the pool.
+POOLS = (inference_pool.API_GROUP, "v1", inference_pool.PLURAL)
 # Every watch of these kinds is for gpuserve's children only: startup.configure asks the
 # API server to send only those (a label selector), not every ConfigMap of the cluster.
-CHILD_RESOURCES = (CONFIGMAPS, DEPLOYMENTS, SERVICES, PDBS)
+CHILD_RESOURCES = (CONFIGMAPS, DEPLOYMENTS, SERVICES, PDBS, POOLS)
 
 
 # One index per child kind (the reconcile reads each by name), filled by one function.
@@ -77,6 +81,7 @@ CHILD_RESOURCES = (CONFIGMAPS, DEPLOYMENTS, SERVICES, PDBS)
 @kopf.index(*DEPLOYMENTS, labels=MANAGED, id="child_deployments")
 @kopf.index(*SERVICES, labels=MANAGED, id="child_services")
 @kopf.index(*PDBS, labels=MANAGED, id="child_pdbs")
+@kopf.index(*POOLS, labels=MANAGED, id="child_inferencepools")
 async def child_index(
     namespace: str | None, name: str, labels: kopf.Labels, body: kopf.Body, **kw: Any
 ) -> Any:
@@ -96,7 +101,13 @@ async def child_index(
     return {(namespace or "", service): packed}
 
 
-CHILD_INDEXES = ("child_configmaps", "child_deployments", "child_services", "child_pdbs")
+CHILD_INDEXES = (
+    "child_configmaps",
+    "child_deployments",
+    "child_services",
+    "child_pdbs",
+    "child_inferencepools",
+)
 
 
 def view_of(key: tuple[str, str], kw: dict[str, Any]) -> ClusterView:
@@ -177,6 +188,7 @@ async def on_pod_event(namespace: str | None, labels: kopf.Labels, **kw: Any) ->
 @kopf.on.event(*CONFIGMAPS, labels=MANAGED, id="on_configmap_event")
 @kopf.on.event(*SERVICES, labels=MANAGED, id="on_service_event")
 @kopf.on.event(*PDBS, labels=MANAGED, id="on_pdb_event")
+@kopf.on.event(*POOLS, labels=MANAGED, id="on_inferencepool_event")
 async def on_child_event(
     namespace: str | None,
     name: str,

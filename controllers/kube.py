@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import time
 from typing import Any, cast
 
 from kubernetes import client, config
@@ -31,12 +32,24 @@ RECONCILE_WORKERS = 16
 APPLIER_THREADS = 16
 API_THREADS = RECONCILE_WORKERS + APPLIER_THREADS + 16
 # Child kinds the operator watches through kopf indexes (so no GET is needed first).
-INDEXED_KINDS = frozenset({"ConfigMap", "Deployment", "Service", "PodDisruptionBudget"})
+INDEXED_KINDS = frozenset(
+    {"ConfigMap", "Deployment", "Service", "PodDisruptionBudget", "InferencePool"}
+)
+# How long a kind found missing is taken as missing before discovery is asked again: each
+# miss makes the client re-read the whole discovery (and rewrite its cache file).
+UNSERVED_RECHECK_S = 60.0
 
 
 class KindNotServed(RuntimeError):
     """The API server does not serve a kind gpuserve was asked to create (e.g. KEDA's
     ScaledObject without KEDA installed)."""
+
+    def __init__(self, api_version: str, kind: str) -> None:
+        super().__init__(
+            f"the API server does not serve {kind} ({api_version}); is its operator installed?"
+        )
+        self.api_version = api_version
+        self.kind = kind
 
 
 _lock = threading.Lock()
@@ -75,9 +88,30 @@ def _resource(api_version: str, kind: str) -> Any:
     try:
         return dynamic().resources.get(api_version=api_version, kind=kind)
     except ResourceNotFoundError as exc:
-        raise KindNotServed(
-            f"the API server does not serve {kind} ({api_version}); is its operator installed?"
-        ) from exc
+        raise KindNotServed(api_version, kind) from exc
+
+
+_unserved: dict[tuple[str, str], float] = {}
+
+
+def serves(api_version: str, kind: str) -> bool:
+    """Whether the API server serves the kind (its CRD is installed). A miss is remembered
+    for UNSERVED_RECHECK_S, so a missing optional kind costs one discovery per minute,
+    not one per reconcile; a CRD installed meanwhile is seen within that time."""
+    key = (api_version, kind)
+    with _lock:
+        missed = _unserved.get(key)
+    if missed is not None and time.monotonic() - missed < UNSERVED_RECHECK_S:
+        return False
+    try:
+        _resource(api_version, kind)
+    except KindNotServed:
+        with _lock:
+            _unserved[key] = time.monotonic()
+        return False
+    with _lock:
+        _unserved.pop(key, None)
+    return True
 
 
 def get(api_version: str, kind: str, name: str, namespace: str | None = None) -> Obj | None:
@@ -97,6 +131,11 @@ def namespace_terminating(exc: ApiException) -> bool:
 def _target_gone(exc: ApiException) -> bool:
     """The object (404) or its whole namespace is going: a write to it is moot."""
     return exc.status == 404 or namespace_terminating(exc)
+
+
+def _kind_gone(exc: ApiException) -> bool:
+    """A 404 for the resource type itself (no such path), not for an object or namespace."""
+    return exc.status == 404 and "could not find the requested resource" in str(exc.body or "")
 
 
 def apply_if_changed(desired: Obj, *, live: Obj | None = None, fetch: bool = True) -> bool:
@@ -122,6 +161,12 @@ def apply_if_changed(desired: Obj, *, live: Obj | None = None, fetch: bool = Tru
     except ApiException as exc:
         if namespace_terminating(exc):
             return False
+        if _kind_gone(exc):
+            # Its CRD was deleted after discovery saw it: forget what discovery cached.
+            dynamic().resources.invalidate_cache()
+            with _lock:
+                _unserved[(desired["apiVersion"], desired["kind"])] = time.monotonic()
+            raise KindNotServed(desired["apiVersion"], desired["kind"]) from exc
         raise
     WRITES[desired["kind"]] += 1
     return True

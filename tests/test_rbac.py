@@ -98,7 +98,9 @@ CLIENT_FACTORIES = {"api_client", "dynamic", "_resource"}
 #   plural  - `plural` (keyword or 1st argument) of gpuserve.io, the status subresource
 #             for the *_status functions
 #   static  - fixed
+#   discovery - none: asks API discovery only (which every authenticated user may read)
 BINDINGS: dict[str, tuple[str, str | None]] = {
+    "serves": ("discovery", None),
     "apply_if_changed": ("object", None),
     "get": ("kind", None),
     "patch_status": ("plural", "status"),
@@ -119,6 +121,10 @@ KIND_RESOURCES = {
     ("policy/v1", "PodDisruptionBudget"): ("policy", "poddisruptionbudgets"),
     ("scheduling.k8s.io/v1", "PriorityClass"): ("scheduling.k8s.io", "priorityclasses"),
     ("keda.sh/v1alpha1", "ScaledObject"): ("keda.sh", "scaledobjects"),
+    ("inference.networking.k8s.io/v1", "InferencePool"): (
+        "inference.networking.k8s.io",
+        "inferencepools",
+    ),
     (API_VERSION, "InferenceService"): (GROUP, SERVICES_PLURAL),
     ("kopf.dev/v1", "ClusterKopfPeering"): ("kopf.dev", "clusterkopfpeerings"),
     ("kopf.dev/v1", "KopfPeering"): ("kopf.dev", "kopfpeerings"),
@@ -515,6 +521,9 @@ def call_site_needs(
             for key, verbs in verbs_by_key.items():
                 resource = plural + key[1:] if key.startswith("*") else key.split("|", 1)[1]
                 needs |= {(group, resource, v) for v in verbs}
+        elif binding == "discovery":
+            if verbs_by_key:
+                raise ScanError(f"{where}: kube.{name} is bound to discovery, calls {verbs_by_key}")
         elif binding == "static":
             for key, verbs in verbs_by_key.items():
                 g, _, resource = key.partition("|")

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from gpuserve.api.status import Condition, ConditionStatus
 
-ORDER = ("Ready", "Reconciling", "Stalled", "Schedulable", "MetricsAvailable")
+ORDER = (
+    "Ready",
+    "Reconciling",
+    "Stalled",
+    "Schedulable",
+    "MetricsAvailable",
+    "InferencePoolApplied",
+)
 
 
 def set_condition(

@@ -457,6 +457,31 @@ MODEL_SIZE_MESSAGE = (
 )
 
 
+# A Service name: the InferenceService's own name (DNS-1035 label).
+SERVICE_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+EPP_DEFAULT_PORT: Final = 9002
+
+
+class EndpointPickerSpec(_Model):
+    """Where the gateway finds the endpoint picker of the service's InferencePool."""
+
+    name: Annotated[str, Field(pattern=SERVICE_NAME_PATTERN, max_length=63)] | None = _optional(
+        "Name of the endpoint picker's Service, in the service's namespace. Unset: "
+        "<service>-epp (shortened with a hash past 52 characters)."
+    )
+    port: int = Field(
+        default=EPP_DEFAULT_PORT,
+        ge=1,
+        le=65535,
+        description="The endpoint picker's gRPC (ext-proc) port.",
+    )
+    failure_mode: Literal["FailOpen", "FailClose"] = Field(
+        default="FailClose",
+        description="What the gateway does when the endpoint picker does not answer: "
+        "FailClose rejects the request, FailOpen sends it to any pod of the pool.",
+    )
+
+
 class LLMSpec(_Model):
     """What a platform engineer sets for an LLM engine (vLLM or TensorRT-LLM) in Triton."""
 
@@ -525,6 +550,11 @@ class LLMSpec(_Model):
         "KV cache bytes of one token over all layers at 16 bits (2 x layers x KV heads x "
         "head size x 2; 131072 for Llama 3 8B). Unset: the memory check counts the weights "
         "only."
+    )
+    endpoint_picker: EndpointPickerSpec | None = _optional(
+        "The endpoint picker that routes requests among the serving pods (by prefix-cache "
+        "affinity and load) through the InferencePool gpuserve renders. Unset: the "
+        "Service <service>-epp on port 9002, failing closed. See docs/routing.md."
     )
 
     @model_validator(mode="after")
@@ -662,8 +692,6 @@ class PodOverrides(_Model):
 # A non-negative Kubernetes quantity (the API server answers 500, not 422, when a pod
 # template holds a string that is not one).
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
-# A Service name: the InferenceService's own name (DNS-1035 label).
-SERVICE_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 
 
 SERVICE_NAME_MESSAGE = (

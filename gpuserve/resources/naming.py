@@ -48,6 +48,12 @@ def common_labels(service: str) -> dict[str, str]:
     }
 
 
+def serving_pod_labels(service: str) -> dict[str, str]:
+    """What selects the pods that serve traffic (the Service's and InferencePool's
+    selector): warm standby pods carry another role until they are promoted."""
+    return {LABEL_SERVICE: service, LABEL_ROLE: ROLE_SERVING}
+
+
 def config_map_name(service: str) -> str:
     return child_name(service, "triton-config")
 

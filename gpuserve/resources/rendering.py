@@ -3,7 +3,8 @@
 One ConfigMap holds config.pbtxt (and vLLM's model.json); each allowed AcceleratorClass
 gets two Deployments of Triton pods, a serving one at the tier's PriorityClass and a
 standby one (the warm pool) at ``gpuserve-standby``, which serving pods may preempt; one
-Service selects the serving pods of all pools; one PodDisruptionBudget guards them. The
+Service selects the serving pods of all pools; one PodDisruptionBudget guards them; an LLM
+service also gets an InferencePool over the same pods, for gateways that route by prefix. The
 output is what server-side apply sends: only fields gpuserve owns.
 """
 
@@ -20,6 +21,7 @@ from gpuserve.api.models import (
     default_triton_image,
 )
 from gpuserve.placement.planning import PoolsPlan
+from gpuserve.resources import inference_pool
 from gpuserve.resources.keda import scaled_object
 from gpuserve.resources.naming import (
     ANNOTATION_CONFIG_HASH,
@@ -28,13 +30,13 @@ from gpuserve.resources.naming import (
     LABEL_ROLE,
     LABEL_SERVICE,
     POOL_STANDBY,
-    ROLE_SERVING,
     ROLE_WARM,
     STANDBY_PRIORITY_CLASS,
     common_labels,
     config_map_name,
     deployment_name,
     priority_class_name,
+    serving_pod_labels,
     short_hash,
     standby_deployment_name,
 )
@@ -282,7 +284,7 @@ def _serving_child(service: InferenceService, api_version: str, kind: str, spec:
 
 
 def _serving_pods(service: InferenceService) -> dict[str, str]:
-    return {LABEL_SERVICE: service.metadata.name, LABEL_ROLE: ROLE_SERVING}
+    return serving_pod_labels(service.metadata.name)
 
 
 def service_object(service: InferenceService) -> Obj:
@@ -297,6 +299,14 @@ def service_object(service: InferenceService) -> Obj:
 def disruption_budget(service: InferenceService) -> Obj:
     spec = {"maxUnavailable": 1, "selector": {"matchLabels": _serving_pods(service)}}
     return _serving_child(service, "policy/v1", "PodDisruptionBudget", spec)
+
+
+def inference_pool_object(service: InferenceService) -> Obj | None:
+    """LLM services only: what a gateway's endpoint picker routes by (docs/routing.md)."""
+    spec = inference_pool.inference_pool_spec(service)
+    if spec is None:
+        return None
+    return _serving_child(service, inference_pool.API_VERSION, inference_pool.KIND, spec)
 
 
 def render_children(inp: RenderInput) -> list[Obj]:
@@ -328,6 +338,9 @@ def render_children(inp: RenderInput) -> list[Obj]:
             )
     children.append(service_object(svc))
     children.append(disruption_budget(svc))
+    pool = inference_pool_object(svc)
+    if pool is not None:
+        children.append(pool)
     return children
 
 
