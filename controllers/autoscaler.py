@@ -156,15 +156,13 @@ def _decide_and_record(
         else PolicyMemory.from_status(status.autoscaler_memory)
     )
     pools = pool_state(svc.spec, cluster=view.cluster, now=now, serving_target=target)
-    llm = llm_policy_from_spec(svc.spec)
+    llm = llm_policy_from_spec(svc.spec, classes=view.cluster.valid_classes())
     if llm is not None:  # sized on its token objectives, from its vLLM series
         windows = vllm()
         found = windows.of(*key) if windows is not None else {}
         decision = _decide_llm(llm, found, pools, now=now, memory=remembered)
     else:
-        decision = decide(
-            config=config, history=history, pools=pools, now=now, memory=remembered
-        )
+        decision = decide(config=config, history=history, pools=pools, now=now, memory=remembered)
     after_write: list[Callable[[], None]] = []
     stamp = now_rfc3339()
     conds = ConditionWriter(status.conditions, generation=gen, now=stamp)
@@ -251,7 +249,11 @@ def _decide_llm(
     ]
     stable = next((w for w in windows if w is not None), None)  # the longest there is
     recent = windows[-1] if windows else None
-    fitted, factor = calibrated(policy, stable, latest.replicas if latest is not None else 0)
+    serving = [pool for pool in pools.classes if pool.serving_ready > 0]
+    served_by = max(serving, key=lambda pool: pool.serving_ready).name if serving else None
+    fitted, factor = calibrated(
+        policy, stable, latest.replicas if latest is not None else 0, served_by
+    )
     decision = decide_llm(
         policy=fitted, stable=stable, recent=recent, pools=pools, now=now, memory=memory
     )
@@ -271,8 +273,7 @@ def _announce(
             as_body(body),
             type="Normal",
             reason=("Advised" + verb) if advisory else verb,
-            message=f"{decision.current_replicas} -> {decision.desired_replicas}: "
-            f"{record.reason}",
+            message=f"{decision.current_replicas} -> {decision.desired_replicas}: {record.reason}",
         )
 
 

@@ -21,14 +21,17 @@ SCALE_BOUNDS = (0.01, 100.0)
 
 
 def calibrated(
-    policy: LLMPolicy, window: Observation | None, replicas: int
+    policy: LLMPolicy, window: Observation | None, replicas: int, served_by: str | None = None
 ) -> tuple[LLMPolicy, float | None]:
     """``policy`` with its engines' time costs fitted to ``window`` (served by
-    ``replicas`` replicas), and the factor used; the policy unchanged and None when the
-    window measured nothing."""
+    ``replicas`` replicas, most of them of class ``served_by``), and the factor used; the
+    policy unchanged and None when the window measured nothing. The factor is measured
+    against the engine of the class that served, and applied to every class's engine: what
+    the datasheet-derived engines got wrong about this model is taken to hold on each."""
     if window is None or window.shape is None or window.tpot_mean_s is None or replicas < 1:
         return policy, None
-    factor = time_scale(policy.params, window.shape, window.rate / replicas, window.tpot_mean_s)
+    reference = policy.params if served_by is None else policy.params_for(served_by)
+    factor = time_scale(reference, window.shape, window.rate / replicas, window.tpot_mean_s)
     if factor is None:
         return policy, None
     factor = min(max(factor, SCALE_BOUNDS[0]), SCALE_BOUNDS[1])

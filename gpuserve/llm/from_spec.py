@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from gpuserve.api.durations import parse_duration
-from gpuserve.api.models import LLM_FORMATS, InferenceServiceSpec
+from gpuserve.api.models import LLM_FORMATS, AcceleratorClassSpec, InferenceServiceSpec
 from gpuserve.llm.capacity import TokenObjectives
 from gpuserve.llm.deciding import LLMPolicy
+from gpuserve.llm.gpus import engine_params_for_class
 from gpuserve.llm.params import EngineParams
 
 # An objective the spec leaves unset: never the binding one.
@@ -15,11 +17,15 @@ UNSET_OBJECTIVE_S = 1e9
 
 
 def llm_policy_from_spec(
-    spec: InferenceServiceSpec, params: EngineParams | None = None
+    spec: InferenceServiceSpec,
+    params: EngineParams | None = None,
+    classes: Mapping[str, AcceleratorClassSpec] | None = None,
 ) -> LLMPolicy | None:
     """None unless the service is an LLM format with a TTFT or TPOT objective. ``params``
-    stands for the engine on the preferred class (defaults: Llama 3 8B on an H100); the
-    spec's running-sequence bound, context length and prefix caching override it."""
+    stands for the engine where nothing better is known (defaults: Llama 3 8B on an H100);
+    each of the service's ``classes`` whose GPU and model size are known gets its own
+    (gpuserve.llm.gpus). The spec's running-sequence bound, context length and prefix
+    caching override both."""
     if spec.model.format not in LLM_FORMATS or spec.llm is None:
         return None
     slo = spec.slo
@@ -31,6 +37,12 @@ def llm_policy_from_spec(
         max_model_len=spec.llm.max_context_length,
         prefix_caching=spec.llm.prefix_caching,
     )
+    by_class = {
+        name: derived
+        for name in spec.accelerators.classes
+        if name in (classes or {})
+        and (derived := engine_params_for_class(spec, (classes or {})[name], engine)) is not None
+    }
     objectives = TokenObjectives(
         ttft_s=parse_duration(slo.ttft) if slo.ttft is not None else UNSET_OBJECTIVE_S,
         tpot_s=parse_duration(slo.tpot) if slo.tpot is not None else UNSET_OBJECTIVE_S,
@@ -43,4 +55,5 @@ def llm_policy_from_spec(
         min_replicas=scaling.min_replicas,
         max_replicas=scaling.max_replicas,
         scale_down_window_s=parse_duration(scaling.scale_down_stabilization),
+        by_class=by_class,
     )

@@ -1,0 +1,131 @@
+"""Engine parameters of an LLM service on an AcceleratorClass: the model's size over the
+GPU's datasheet, at the efficiencies measured on a real GPU.
+
+The engine's four time costs (``EngineParams``) follow from two figures of the GPU and two
+of the model: a decode step reads every weight once (weight bytes over memory bandwidth),
+attention reads each cached token's keys and values (KV bytes per token over bandwidth),
+and each computed token costs two FLOPs per parameter (over the dense bf16 rate). What a
+real engine achieves against those floors was measured once, on an H100 with a
+Llama-3-8B-shaped model (``bench/gpu_engine_timing.py``, figures and the published
+measurements they agree with in docs/llm.md "Parameters per GPU class"), and the same
+efficiencies are applied to every GPU: a class is priced by its datasheet, not by a
+constant per class. A MIG slice gets its share of the GPU: compute by its compute slices
+(of 7), bandwidth by its memory (of the whole GPU's). Tensor parallelism divides the work
+over the pod's GPUs; its all-reduce cost is not modelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from gpuserve.api.llm_sizing import (
+    GIB,
+    PRECISION_BYTES,
+    kv_cache_dtype,
+    parameter_count,
+    weight_bytes,
+)
+from gpuserve.api.models import AcceleratorClassSpec, InferenceServiceSpec
+from gpuserve.llm.params import EngineParams
+
+
+@dataclass(frozen=True)
+class Datasheet:
+    """A GPU's published memory bandwidth and dense bf16 rate (no sparsity)."""
+
+    product_prefix: str  # matched against the nvidia.com/gpu.product label
+    memory_gb: float
+    bandwidth_tb_s: float
+    bf16_tflops: float
+
+
+# NVIDIA's datasheets (dense bf16 is half the "with sparsity" figure they print). The most
+# specific prefix is listed first: the first match wins.
+DATASHEETS: tuple[Datasheet, ...] = (
+    Datasheet("NVIDIA-H200", 141, 4.8, 989),
+    Datasheet("NVIDIA-H100-PCIe", 80, 2.0, 756),
+    Datasheet("NVIDIA-H100", 80, 3.35, 989),  # SXM5 (HBM3)
+    Datasheet("NVIDIA-A100-SXM4-40GB", 40, 1.555, 312),
+    Datasheet("NVIDIA-A100-PCIE-40GB", 40, 1.555, 312),
+    Datasheet("NVIDIA-A100-80GB-PCIe", 80, 1.935, 312),
+    Datasheet("NVIDIA-A100", 80, 2.039, 312),  # SXM4 80GB
+    Datasheet("NVIDIA-L40S", 48, 0.864, 362),
+    Datasheet("NVIDIA-L4", 24, 0.300, 121),
+)
+
+# Measured on an H100 80GB HBM3 (docs/bench-notes/gpu-engine-timing.md): what the engine
+# spends against each floor. The decode step's fixed cost is 1.65x one read of the weights
+# at datasheet bandwidth (published vLLM batch-1 time per token on H100 and A100 gives
+# 1.45-1.58x); a context token's keys and values cost 1.07x their read; a prompt token's
+# two FLOPs per parameter run at 56% of the dense bf16 rate (published prefill figures on
+# A100: 63-66%); a decoding sequence adds 44% of its FLOP time beyond the fixed cost.
+WEIGHT_READ_OVERHEAD = 1.65
+KV_READ_OVERHEAD = 1.07
+PREFILL_FLOP_EFFICIENCY = 0.56
+DECODE_FLOP_SHARE = 0.44
+# What a full A100/H100 has of MIG compute slices.
+MIG_COMPUTE_SLICES = 7
+# vLLM reserves this much beside weights and cache (activations, CUDA graphs): the same
+# allowance as the defaults' derivation in params.py.
+ACTIVATION_BYTES = 3e9
+# Llama 3 8B at 16 bits (32 layers x 8 KV heads x 128 x keys and values x 2 bytes): the
+# engine defaults' model, used when the spec does not give the figure.
+DEFAULT_KV_BYTES_PER_TOKEN = 131072
+
+
+def datasheet_for(gpu_product: str) -> Datasheet | None:
+    """The datasheet of a ``nvidia.com/gpu.product`` value; None for a GPU not listed."""
+    for sheet in DATASHEETS:
+        if gpu_product.startswith(sheet.product_prefix):
+            return sheet
+    return None
+
+
+def _slice_shares(cls: AcceleratorClassSpec, sheet: Datasheet) -> tuple[float, float]:
+    """(compute, bandwidth) share of the whole GPU that one unit of the class holds."""
+    if cls.mig is None:
+        return 1.0, 1.0
+    compute_slices = int(cls.mig.profile.split("g.", 1)[0])
+    memory_gb = float(cls.mig.profile.split("g.", 1)[1].removesuffix("+me").removesuffix("gb"))
+    return compute_slices / MIG_COMPUTE_SLICES, min(1.0, memory_gb / sheet.memory_gb)
+
+
+def engine_params_for_class(
+    spec: InferenceServiceSpec, cls: AcceleratorClassSpec, base: EngineParams
+) -> EngineParams | None:
+    """``base`` with the time costs and KV blocks of ``spec``'s model on ``cls``; None
+    when the class's GPU is not in ``DATASHEETS`` or one full-context sequence does not
+    fit what is left for the cache. (The API makes every LLM service give its size.)"""
+    llm = spec.llm
+    sheet = datasheet_for(cls.gpu_product)
+    if llm is None or sheet is None:
+        return None
+    compute_share, bandwidth_share = _slice_shares(cls, sheet)
+    gpus = max(1, spec.accelerators.gpus_per_pod)
+    bandwidth = sheet.bandwidth_tb_s * 1e12 * bandwidth_share * gpus
+    flops = sheet.bf16_tflops * 1e12 * compute_share * gpus
+    weights = weight_bytes(spec, llm)
+    # Two FLOPs per parameter per token. Given only the bytes, count parameters at the
+    # service's precision (a quantized model's bytes are not its parameter count).
+    params = (
+        parameter_count(llm.parameters)
+        if llm.parameters is not None
+        else weights / PRECISION_BYTES[spec.precision]
+    )
+    kv_bytes = (llm.kv_cache_bytes_per_token or DEFAULT_KV_BYTES_PER_TOKEN) * (
+        PRECISION_BYTES[kv_cache_dtype(spec, llm)] / 2.0  # the figure is given at 16 bits
+    )
+    memory = (cls.memory_gib * GIB if cls.memory_gib is not None else sheet.memory_gb * 1e9) * gpus
+    # vLLM's rule: the fraction is of the whole memory, weights and activations included.
+    cache_bytes = llm.kv_cache_memory_fraction * memory - weights - ACTIVATION_BYTES
+    blocks = int(cache_bytes // (kv_bytes * base.block_size))
+    if blocks * base.block_size < llm.max_context_length:
+        return None
+    return replace(
+        base,
+        num_blocks=blocks,
+        decode_base_s=WEIGHT_READ_OVERHEAD * weights / bandwidth,
+        decode_s_per_context_token=KV_READ_OVERHEAD * kv_bytes / bandwidth,
+        prefill_s_per_token=2.0 * params / (PREFILL_FLOP_EFFICIENCY * flops),
+        decode_s_per_seq=DECODE_FLOP_SHARE * 2.0 * params / flops,
+    )
