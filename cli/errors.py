@@ -3,3 +3,7 @@
 
 class CLIError(Exception):
     """A user-facing failure; the message says what and where."""
+
+
+class SimulateError(CLIError):
+    """Bad input to `gpuserve simulate`."""

@@ -3,6 +3,11 @@
     gpuserve simulate -f service.yaml --trace FILE [--compress X] [--plot out.png]
                       [--policy gpuserve|hpa|kpa|keda|static|oracle]
 
+An LLM service (model.format vllm or tensorrtllm, with slo.ttft/slo.tpot) is replayed
+token by token instead (cli/simulate_llm.py): an Azure conversation CSV or a Mooncake
+JSON-lines trace, --policy gpuserve|keda-waiting|hpa-kv|planner-like|static-peak|oracle,
+--routing random|prefix.
+
 The service is parsed with gpuserve.api; AcceleratorClasses may sit in the same file (or
 in --classes files); service times come from a `kind: ServiceTimes` document (see
 gpuserve.sim.from_spec) or, without one, from the model's own parameters. The policy is
@@ -18,8 +23,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from cli.errors import CLIError
+from cli.errors import SimulateError
 from cli.rendering import load_documents, split_manifests
+from cli.simulate_llm import LLM_ONLY, run_llm
 from gpuserve.autoscaling.capacity import replica_capacity
 from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.from_spec import policy_config_from_spec
@@ -32,14 +38,11 @@ from gpuserve.sim.from_spec import (
     sim_config_from_spec,
 )
 from gpuserve.sim.lineup import POLICIES, PolicyName, calibrate, make_scaler, sim_config_for
+from gpuserve.sim.llm.from_spec import is_llm
 from gpuserve.sim.oracle import OraclePlan, plan_oracle
 from gpuserve.sim.results import SimResult
 from gpuserve.sim.simulating import simulate
 from gpuserve.sim.workload import Workload, parse_azure_trace, workload_from_trace
-
-
-class SimulateError(CLIError):
-    """Bad input to `gpuserve simulate`."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -68,10 +71,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--trace",
         required=True,
         type=Path,
-        help="Azure LLM trace CSV: TIMESTAMP,ContextTokens,GeneratedTokens",
+        help="Azure LLM trace CSV: TIMESTAMP,ContextTokens,GeneratedTokens "
+        "(LLM services: also Mooncake JSON lines)",
     )
     add_replay_arguments(p, compress=1.0)
-    p.add_argument("--policy", choices=POLICIES, default="gpuserve")
+    p.add_argument("--policy", choices=(*POLICIES, *LLM_ONLY), default="gpuserve")
+    p.add_argument(
+        "--routing",
+        choices=("random", "prefix"),
+        default="random",
+        help="LLM services: a Service's random spreading or prefix-cache affinity",
+    )
     p.add_argument("--plot", type=Path, help="write a PNG of load, replicas and p95 vs SLO")
     p.add_argument("--name", help="which InferenceService, if the file holds several")
     p.add_argument("--seed", type=int, default=1)
@@ -88,6 +98,13 @@ def run(args: argparse.Namespace) -> int:
     if not services:
         raise SimulateError(f"no InferenceService{' ' + args.name if args.name else ''} found")
     service = services[0]
+    if is_llm(service.spec):
+        return run_llm(args, service, classes)
+    if args.policy in LLM_ONLY:
+        raise SimulateError(
+            f"--policy {args.policy}: a policy for LLM services; "
+            f"{service.metadata.name} is {service.spec.model.format} (one of {', '.join(POLICIES)})"
+        )
     times = _times(docs)
     spec = service.spec
     try:

@@ -172,6 +172,19 @@ def batcher_from_spec(spec: InferenceServiceSpec) -> BatcherConfig:
     )
 
 
+def require_classes(
+    spec: InferenceServiceSpec, classes: Mapping[str, AcceleratorClassSpec]
+) -> None:
+    """Raises ValueError naming every class the spec names that ``classes`` lacks: a
+    prediction needs each class's speed and price."""
+    missing = [name for name in spec.accelerators.classes if name not in classes]
+    if missing:
+        raise ValueError(
+            f"accelerators.classes: AcceleratorClass {', '.join(map(repr, missing))} not given "
+            "(pass the AcceleratorClass documents the service names)"
+        )
+
+
 def sim_config_from_spec(
     *,
     spec: InferenceServiceSpec,
@@ -184,12 +197,7 @@ def sim_config_from_spec(
 ) -> SimConfig:
     """``capacity``: most pods of each class the cluster holds for the service (None or a
     missing class: unbounded). Every class the spec names must be in ``classes``."""
-    missing = [name for name in spec.accelerators.classes if name not in classes]
-    if missing:
-        raise ValueError(
-            f"accelerators.classes: AcceleratorClass {', '.join(map(repr, missing))} not given "
-            "(pass the AcceleratorClass documents the service names)"
-        )
+    require_classes(spec, classes)
     times = times or default_times(spec)
     factor = times.factor_for(spec.precision)
     pools = []

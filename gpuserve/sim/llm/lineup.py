@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -27,6 +28,10 @@ from gpuserve.sim.llm.scalers import (
 from gpuserve.sim.llm.traces import TokenTrace
 
 KEDA_WAITING_PER_REPLICA = 2.0
+LLMPolicyName = Literal[
+    "gpuserve", "keda-waiting", "hpa-kv", "planner-like", "static-peak", "oracle"
+]
+LLM_POLICIES: tuple[LLMPolicyName, ...] = get_args(LLMPolicyName)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +50,41 @@ def trace_shape(trace: TokenTrace, quantile: float) -> LoadShape:
     )
 
 
+# The contenders that run as scalers (the oracle is planned, not a scaler).
+SCALED: tuple[LLMPolicyName, ...] = (
+    "static-peak",
+    "gpuserve",
+    "keda-waiting",
+    "hpa-kv",
+    "planner-like",
+)
+
+
+def contender(
+    name: LLMPolicyName, policy: LLMPolicy, trace: TokenTrace, *, peak: int
+) -> ClusterScaler:
+    """One scaler of the lineup within ``policy``'s bounds; ``peak`` is the oracle's peak
+    (what static provisioning holds). The baselines' targets are what a load test of
+    ``trace`` on ``policy.params`` would give a team."""
+    most = policy.max_replicas
+    if name == "static-peak":
+        return Static(peak)
+    if name == "gpuserve":
+        return GpuserveLLM(policy)
+    if name == "planner-like":
+        return PlannerLike(policy.objectives, policy)
+    if name == "keda-waiting":
+        scaler = keda_waiting(KEDA_WAITING_PER_REPLICA, most)
+    elif name == "hpa-kv":
+        shape = trace_shape(trace, policy.objectives.quantile)
+        at_capacity = replica_capacity(policy.params, shape, policy.objectives).at_rate
+        scaler = hpa_kv_usage(max(0.05, at_capacity.kv_usage * policy.utilization), most)
+    else:
+        raise ValueError(f"policy: {name!r} is not a scaler (one of {', '.join(SCALED)})")
+    scaler.hpa.min_replicas = policy.min_replicas
+    return scaler
+
+
 def compare(config: ClusterConfig, trace: TokenTrace, *, window_s: float = 60.0) -> list[Entry]:
     """The oracle first, then static at its peak, gpuserve and the baselines."""
     objectives = config.objectives
@@ -54,16 +94,7 @@ def compare(config: ClusterConfig, trace: TokenTrace, *, window_s: float = 60.0)
     peak = max(plan.plan)
     most = 2 * peak
     policy = LLMPolicy(objectives, config.params, max_replicas=most, startup_s=config.startup_s)
-    shape = trace_shape(trace, objectives.quantile)
-    at_capacity = replica_capacity(config.params, shape, objectives).at_rate
-    kv_target = max(0.05, at_capacity.kv_usage * policy.utilization)
-    contenders: list[ClusterScaler] = [
-        Static(peak),
-        GpuserveLLM(policy),
-        keda_waiting(KEDA_WAITING_PER_REPLICA, most),
-        hpa_kv_usage(kv_target, most),
-        PlannerLike(objectives, policy),
-    ]
+    contenders = [contender(name, policy, trace, peak=peak) for name in SCALED]
     start = replace(config, initial_replicas=plan.plan[0])
     for scaler in contenders:
         sized = replace(start, initial_replicas=peak) if isinstance(scaler, Static) else start

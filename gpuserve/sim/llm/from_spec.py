@@ -1,0 +1,136 @@
+"""An LLM InferenceService in the token-level simulator: the operator's policy from the
+spec, the engine of the class the service prefers, and one policy of the lineup run on a
+token trace (what `gpuserve simulate` does for vLLM and TensorRT-LLM services).
+
+The service is simulated on its most preferred class only: that is the class the LLM rule
+sizes replicas for, and the class a service lands on while the cluster has room.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from gpuserve.api.models import LLM_FORMATS, AcceleratorClassSpec, InferenceServiceSpec
+from gpuserve.llm.capacity import replica_capacity
+from gpuserve.llm.deciding import LLMPolicy
+from gpuserve.llm.from_spec import llm_policy_from_spec
+from gpuserve.llm.params import EngineParams
+from gpuserve.sim.from_spec import require_classes
+from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, Routing, simulate_cluster
+from gpuserve.sim.llm.lineup import LLMPolicyName, contender, trace_shape
+from gpuserve.sim.llm.oracle import plan_oracle
+from gpuserve.sim.llm.scalers import Static
+from gpuserve.sim.llm.traces import TokenTrace
+
+
+def is_llm(spec: InferenceServiceSpec) -> bool:
+    return spec.model.format in LLM_FORMATS
+
+
+@dataclass(frozen=True, slots=True)
+class LLMSetup:
+    """What a simulation of the service rests on."""
+
+    policy: LLMPolicy  # the operator's, its ``params`` the simulated engine
+    class_name: str
+    accelerator: AcceleratorClassSpec
+    gpus_per_pod: int
+    engine_source: str  # where the engine parameters came from, for the user
+
+    @property
+    def params(self) -> EngineParams:
+        return self.policy.params
+
+    @property
+    def cost_per_gpu_hour(self) -> float:
+        return self.accelerator.cost_per_hour
+
+
+def llm_setup(spec: InferenceServiceSpec, classes: Mapping[str, AcceleratorClassSpec]) -> LLMSetup:
+    """Raises ValueError naming the field when the service cannot be simulated."""
+    require_classes(spec, classes)
+    if spec.llm is None:
+        raise ValueError(f"llm: required for model.format {spec.model.format}")
+    policy = llm_policy_from_spec(spec)
+    if policy is None:
+        raise ValueError(
+            "slo.ttft, slo.tpot: an LLM service is simulated on its token objectives; "
+            "set at least one"
+        )
+    name = spec.accelerators.classes[0]
+    params, source = class_engine(policy, name)
+    # The scaler's capacity model then prices the engine the replicas run.
+    return LLMSetup(
+        replace(policy, params=params), name, classes[name], spec.accelerators.gpus_per_pod, source
+    )
+
+
+def class_engine(policy: LLMPolicy, class_name: str) -> tuple[EngineParams, str]:
+    """The engine parameters simulated for ``class_name``, and where they came from. The
+    one place the class's engine is chosen: the policy's own per-class parameters where
+    it has them, else its single set."""
+    own = policy.by_class.get(class_name)
+    if own is not None:
+        return own, f"the engine parameters of class {class_name}"
+    return (
+        policy.params,
+        f"the default engine parameters (Llama 3 8B bf16 on one H100), not {class_name}'s own",
+    )
+
+
+def fit_to_trace(params: EngineParams, trace: TokenTrace) -> EngineParams:
+    """The engine with the trace's prefix-hash granularity: a Mooncake trace hashes
+    512-token blocks, so the cache is counted in blocks of that size (same tokens)."""
+    hashed = bool(trace.requests) and bool(trace.requests[0].block_hashes)
+    if not hashed or trace.block_size == params.block_size:
+        return params
+    blocks = max(1, params.capacity_tokens // trace.block_size)
+    return replace(params, block_size=trace.block_size, num_blocks=blocks)
+
+
+def within_context(trace: TokenTrace, max_model_len: int) -> tuple[TokenTrace, int]:
+    """The requests the engine accepts, and how many it refuses: vLLM rejects a request
+    whose prompt plus output exceeds the context length."""
+    kept = tuple(r for r in trace.requests if r.prompt_tokens + r.output_tokens <= max_model_len)
+    return replace(trace, requests=kept), len(trace.requests) - len(kept)
+
+
+def steady_replicas(policy: LLMPolicy, trace: TokenTrace) -> int:
+    """Replicas the capacity model gives the first minute's rate, within the bounds: a
+    service already running at its level, not one starting from nothing."""
+    span = min(60.0, max(trace.duration, 1.0))
+    rate = sum(1 for r in trace.requests if r.arrival_s < span) / span
+    shape = trace_shape(trace, policy.objectives.quantile)
+    per_replica = replica_capacity(policy.params, shape, policy.objectives).rate
+    wanted = math.ceil(rate / per_replica - 1e-9) if per_replica > 0 else policy.max_replicas
+    return max(1, policy.min_replicas, min(policy.max_replicas, wanted))
+
+
+def run_llm_policy(
+    name: LLMPolicyName,
+    policy: LLMPolicy,
+    trace: TokenTrace,
+    *,
+    routing: Routing = "random",
+    seed: int = 1,
+) -> ClusterRun:
+    """``name`` on ``trace`` with the service's engine, objectives and bounds."""
+    config = ClusterConfig(
+        policy.params,
+        policy.objectives,
+        startup_s=policy.startup_s,
+        routing=routing,
+        initial_replicas=steady_replicas(policy, trace),
+        seed=seed,
+    )
+    if name not in ("oracle", "static-peak"):
+        return simulate_cluster(config, trace, contender(name, policy, trace, peak=1))
+    plan, run = plan_oracle(
+        config, trace, target=policy.objectives.quantile, most=policy.max_replicas
+    )
+    if name == "oracle":
+        return run
+    peak = max(plan.plan)
+    return simulate_cluster(replace(config, initial_replicas=peak), trace, Static(peak))
