@@ -175,8 +175,8 @@ def _report(
         f"{run.ttft_percentile(95) * 1000:.0f}ms; TPOT mean "
         f"{sum(o.tpot_s for o in outcomes) / len(outcomes) * 1000:.1f}ms; prefix-cache hits "
         f"{run.hit_rate:.1%} of prompt tokens; preemptions {run.preemptions}",
-        f"GPU-hours {gpu_hours:.3f} (replicas from creation until drained, x{setup.gpus_per_pod}"
-        f" GPU per replica), cost {cost:.2f} ({setup.cost_per_gpu_hour:g}/h per GPU), "
+        f"GPU-hours {gpu_hours:.4f} (replicas from creation until drained, x{setup.gpus_per_pod}"
+        f" GPU per replica), cost {cost:.3f} ({setup.cost_per_gpu_hour:g}/h per GPU), "
         f"{cost / tokens * 1e6:.3f} per million output tokens ({tokens} tokens)",
         f"goodput {run.goodput_per_gpu() / setup.gpus_per_pod:.0f} output tokens/s per GPU "
         f"(requests within both objectives); max replicas {most}, bounds "

@@ -1,0 +1,171 @@
+"""`gpuserve simulate` on an LLM service: the shipped example and slices of the shipped
+Azure and Mooncake traces, through the token-level cluster simulator."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from cli.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "llama-vllm.yaml"
+CLASSES = ROOT / "examples" / "accelerator-classes.yaml"
+AZURE = ROOT / "traces" / "azure-llm-conv-2023.csv"
+MOONCAKE = ROOT / "traces" / "mooncake-conversation-2025.jsonl"
+H100_PER_HOUR = 6.98  # examples/accelerator-classes.yaml
+
+
+def _slice(source: Path, lines: int, out: Path) -> Path:
+    """The first ``lines`` lines of a shipped trace (a header counts as one)."""
+    out.write_text("\n".join(source.read_text().splitlines()[:lines]) + "\n")
+    return out
+
+
+def _simulate(
+    capsys: pytest.CaptureFixture[str], service: Path, trace: Path, *extra: str
+) -> tuple[int, str, str]:
+    code = main(
+        ["simulate", "-f", str(service), "--classes", str(CLASSES), "--trace", str(trace), *extra]
+    )
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _number(pattern: str, text: str) -> float:
+    found = re.search(pattern, text)
+    assert found, f"{pattern!r} not in:\n{text}"
+    return float(found.group(1))
+
+
+def _check_prediction(out: str, *, gpus_per_pod: int) -> tuple[float, int, float]:
+    """The figures hold together; returns (GPU-hours, max replicas, seconds served)."""
+    for name in ("TTFT", "TPOT", "both"):
+        assert 0.0 <= _number(rf"{name} ([\d.]+)%", out) <= 100.0
+    hours = _number(r"GPU-hours ([\d.]+)", out)
+    cost = _number(r"cost ([\d.]+)", out)
+    most = int(_number(r"max replicas (\d+)", out))
+    end = _number(r"served until (\d+)s", out)
+    tokens = _number(r"per million output tokens \((\d+) tokens\)", out)
+    assert hours > 0 and 1 <= most <= 8  # the example's maxReplicas
+    # Never more than the largest replica count held for the whole run (a replica may
+    # drain past the last token by a step: a small allowance).
+    assert hours <= most * gpus_per_pod * (end + 5) / 3600
+    # Each figure is printed rounded: compared within that rounding.
+    assert cost == pytest.approx(hours * H100_PER_HOUR, abs=0.001)
+    per_million = _number(r"([\d.]+) per million output tokens", out)
+    assert per_million == pytest.approx(hours * H100_PER_HOUR / tokens * 1e6, rel=0.02)
+    return hours, most, end
+
+
+@pytest.mark.parametrize("policy", ["gpuserve", "oracle", "keda-waiting", "hpa-kv", "planner-like"])
+def test_azure_slice_on_the_vllm_example_prints_the_prediction_and_plots(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], policy: str
+) -> None:
+    trace = _slice(AZURE, 301, tmp_path / "azure.csv")
+    plot = tmp_path / "llm.png"
+    code, out, err = _simulate(
+        capsys, EXAMPLE, trace, "--compress", "4", "--plot", str(plot), "--policy", policy
+    )
+    assert code == 0, err
+    assert "engine: " in out and "class h100" in out  # the first class the service names
+    assert "trace: azure.csv (azure-conv x4): 300 requests" in out
+    assert "objectives: TTFT 800ms, TPOT 60ms, met by 95%" in out
+    assert f"policy {policy}, routing random" in out
+    _check_prediction(out, gpus_per_pod=1)
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_mooncake_slice_with_prefix_routing_and_two_gpus_per_replica(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A 128k context serves Mooncake's long prompts; two GPUs per replica double the
+    # GPU-hours of the same replica-hours.
+    text = EXAMPLE.read_text().replace("maxContextLength: 8192", "maxContextLength: 131072")
+    text = text.replace("prefixCaching: true", "prefixCaching: true\n    tensorParallelSize: 2")
+    text = text.replace("classes: [h100, a100-3g40gb, l4]", "classes: [h100]\n    gpusPerPod: 2")
+    service = tmp_path / "llama.yaml"
+    service.write_text(text)
+    trace = _slice(MOONCAKE, 120, tmp_path / "moon.jsonl")
+    code, out, err = _simulate(
+        capsys, service, trace, "--compress", "2", "--routing", "prefix", "--policy", "static"
+    )
+    assert code == 0, err
+    assert "(moon x2): 120 requests" in out and "refused" not in out
+    assert "x 512 tokens" in out  # the cache counted in the trace's hash blocks
+    assert "policy static-peak, routing prefix" in out
+    hours, most, end = _check_prediction(out, gpus_per_pod=2)
+    # Static provisioning holds its replicas the whole run.
+    assert hours == pytest.approx(most * 2 * end / 3600, rel=0.05, abs=0.002)
+
+
+def test_requests_longer_than_the_context_are_refused_and_count_as_missed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _slice(MOONCAKE, 60, tmp_path / "moon.jsonl")
+    code, out, err = _simulate(capsys, EXAMPLE, trace, "--compress", "2")
+    assert code == 0, err
+    refused = int(_number(r"refused: (\d+) requests", out))
+    assert 0 < refused < 60
+    served = _number(r"both ([\d.]+)% \(objective", out)
+    overall = _number(r"of all 60 requests: both ([\d.]+)%", out)
+    assert overall == pytest.approx(served * (60 - refused) / 60, abs=0.01)
+
+
+def test_a_class_not_given_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = _slice(AZURE, 20, tmp_path / "azure.csv")
+    code = main(["simulate", "-f", str(EXAMPLE), "--trace", str(trace)])
+    assert code == 1
+    assert "AcceleratorClass 'h100', 'a100-3g40gb', 'l4' not given" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("edit", "policy", "message"),
+    [
+        (("ttft: 800ms, tpot: 60ms, ", ""), "gpuserve", "slo.ttft, slo.tpot"),
+        (("", ""), "hpa", "--policy hpa: a request-level policy"),
+    ],
+)
+def test_input_errors_name_the_field(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    edit: tuple[str, str],
+    policy: str,
+    message: str,
+) -> None:
+    service = tmp_path / "llama.yaml"
+    service.write_text(EXAMPLE.read_text().replace(*edit))
+    trace = _slice(AZURE, 20, tmp_path / "azure.csv")
+    code, _, err = _simulate(capsys, service, trace, "--policy", policy)
+    assert code == 1 and message in err, err
+
+
+def test_an_llm_policy_on_a_request_level_service_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n0,1,1\n1,1,1\n")
+    service = ROOT / "examples" / "sleeper-interactive.yaml"
+    code, _, err = _simulate(capsys, service, trace, "--policy", "hpa-kv")
+    assert code == 1 and "--policy hpa-kv: a policy for LLM services" in err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("TIMESTAMP,Tokens\n", "unexpected columns"),
+        ('{"timestamp": 0, "input_length": 10}\n', "missing field 'output_length'"),
+        ("TIMESTAMP,ContextTokens,GeneratedTokens\n", "no requests"),
+        ("TIMESTAMP,ContextTokens,GeneratedTokens\nyesterday,1,1\n", "Invalid isoformat"),
+    ],
+)
+def test_a_bad_trace_is_named_with_the_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, message: str
+) -> None:
+    trace = tmp_path / "bad.trace"
+    trace.write_text(content)
+    code, _, err = _simulate(capsys, EXAMPLE, trace)
+    assert code == 1 and str(trace) in err and message in err, err
+    assert "Traceback" not in err
