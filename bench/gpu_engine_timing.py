@@ -47,7 +47,7 @@ from gpuserve.llm.step_fit import (  # noqa: E402
 
 @dataclass(frozen=True)
 class Shape:
-    """Llama 3 8B's shape."""
+    """A Llama-style decoder's shape (the defaults: Llama 3 8B)."""
 
     layers: int = 32
     hidden: int = 4096
@@ -60,6 +60,21 @@ class Shape:
     @property
     def kv_bytes_per_token(self) -> int:
         return self.layers * 2 * self.kv_heads * self.head_dim * 2  # keys and values, bf16
+
+    @property
+    def parameters(self) -> int:
+        attention = self.hidden * (self.heads + 2 * self.kv_heads) * self.head_dim
+        attention += self.heads * self.head_dim * self.hidden
+        return self.layers * (attention + 3 * self.hidden * self.ffn) + 2 * self.vocab * self.hidden
+
+
+# Llama 3 8B, whose figures price every class (gpuserve/llm/gpus.py), and Llama 3.2 3B's
+# layers with untied embeddings (3.6B parameters): a model those figures were not taken
+# from, to check that they carry over.
+SHAPES = {
+    "llama-3-8b": Shape(),
+    "llama-3b": Shape(layers=28, hidden=3072, heads=24, kv_heads=8, ffn=8192),
+}
 
 
 CONTEXTS = (256, 1024, 4096, 8192)
@@ -235,6 +250,7 @@ def measure(shape: Shape, replays: int) -> dict[str, Any]:  # pragma: no cover -
     props = torch.cuda.get_device_properties(0)
     return {
         "device": props.name,
+        "parameters": shape.parameters,
         "memory_bytes": props.total_memory,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
@@ -261,6 +277,33 @@ def kv_blocks(record: dict[str, Any], utilisation: float = 0.9, block: int = 16)
     of activations (the same allowance as the defaults' derivation)."""
     free = utilisation * record["memory_bytes"] - record["weights_bytes"] - 3e9
     return int(free // (Shape(**record["shape"]).kv_bytes_per_token * block))
+
+
+def predicted(record: dict[str, Any]) -> EngineParams | None:
+    """What gpuserve/llm/gpus.py derives for this model on this GPU from the datasheet;
+    None where the API package is not installed (a bare GPU machine) or the GPU unknown."""
+    try:
+        from gpuserve.api.models import AcceleratorClassSpec, InferenceServiceSpec
+        from gpuserve.llm.gpus import engine_params_for_class
+    except ImportError:
+        return None
+    shape = Shape(**record["shape"])
+    spec = InferenceServiceSpec.model_validate(
+        {
+            "model": {"name": "m", "storageUri": "pvc://m/m", "format": "vllm"},
+            "precision": "bf16",
+            "slo": {"latency": "30s", "tpot": "50ms"},
+            "accelerators": {"classes": ["gpu"]},
+            "llm": {
+                "weightBytes": str(record["weights_bytes"]),
+                "kvCacheBytesPerToken": shape.kv_bytes_per_token,
+                "maxContextLength": 8192,
+            },
+        }
+    )
+    product = "NVIDIA-" + str(record["device"]).removeprefix("NVIDIA ").replace(" ", "-")
+    cls = AcceleratorClassSpec.model_validate({"gpuProduct": product})
+    return engine_params_for_class(spec, cls, EngineParams())
 
 
 def report(record: dict[str, Any]) -> None:
@@ -301,8 +344,12 @@ def report(record: dict[str, Any]) -> None:
         f"\neager (no CUDA graph) decode, batch 1, context 1024: "
         f"{record['eager_decode_batch1_context1024_s'] * 1e3:.2f} ms"
     )
-    print("\n| cost | datasheet default | measured fit | measured / default |")
-    print("|---|---|---|---|")
+    derived = predicted(record)
+    print(
+        "\n| cost | datasheet default (8B, H100) | measured fit | measured / default "
+        "| gpus.py for this model and GPU | measured / gpus.py |"
+    )
+    print("|---|---|---|---|---|---|")
     for name in (
         "decode_base_s",
         "decode_s_per_seq",
@@ -310,10 +357,16 @@ def report(record: dict[str, Any]) -> None:
         "prefill_s_per_token",
     ):
         ours, theirs = getattr(costs, name), getattr(defaults, name)
-        print(f"| `{name}` | {theirs:.3g} | {ours:.3g} | {ours / theirs:.2f} |")
+        mine = getattr(derived, name) if derived is not None else float("nan")
+        print(
+            f"| `{name}` | {theirs:.3g} | {ours:.3g} | {ours / theirs:.2f} | {mine:.3g} "
+            f"| {ours / mine:.2f} |"
+        )
+    blocks = kv_blocks(record)
     print(
-        f"| `num_blocks` (90% of the card) | {defaults.num_blocks} | {kv_blocks(record)} | "
-        f"{kv_blocks(record) / defaults.num_blocks:.2f} |"
+        f"| `num_blocks` (90% of the card) | {defaults.num_blocks} | {blocks} | "
+        f"{blocks / defaults.num_blocks:.2f} | "
+        f"{derived.num_blocks if derived is not None else '-'} | |"
     )
     print(
         f"\nworst fit error: decode {costs.decode_worst_error:.1%}, "
@@ -326,11 +379,12 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the measurements here")
     parser.add_argument("--from-json", type=Path, help="fit recorded measurements, no GPU")
     parser.add_argument("--replays", type=int, default=20, help="timed replays per point")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="llama-3-8b")
     args = parser.parse_args()
     if args.from_json is not None:
         record = json.loads(args.from_json.read_text())
     else:
-        record = measure(Shape(), args.replays)
+        record = measure(SHAPES[args.shape], args.replays)
         if args.json is not None:
             args.json.write_text(json.dumps(record, indent=1) + "\n")
     report(record)

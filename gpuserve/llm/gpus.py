@@ -5,9 +5,9 @@ The engine's four time costs (``EngineParams``) follow from two figures of the G
 of the model: a decode step reads every weight once (weight bytes over memory bandwidth),
 attention reads each cached token's keys and values (KV bytes per token over bandwidth),
 and each computed token costs two FLOPs per parameter (over the dense bf16 rate). What a
-real engine achieves against those floors was measured once, on an H100 with a
-Llama-3-8B-shaped model (``bench/gpu_engine_timing.py``, figures and the published
-measurements they agree with in docs/llm.md "Parameters per GPU class"), and the same
+real engine achieves against those floors was measured on an H100 with two Llama-shaped
+models (``bench/gpu_engine_timing.py``; the figures, and the published measurements they
+agree with, in docs/llm.md "Parameters per GPU class"), and the same
 efficiencies are applied to every GPU: a class is priced by its datasheet, not by a
 constant per class. A MIG slice gets its share of the GPU: compute by its compute slices
 (of 7), bandwidth by its memory (of the whole GPU's). Tensor parallelism divides the work
@@ -53,13 +53,16 @@ DATASHEETS: tuple[Datasheet, ...] = (
     Datasheet("NVIDIA-L4", 24, 0.300, 121),
 )
 
-# Measured on an H100 80GB HBM3 (docs/bench-notes/gpu-engine-timing.md): what the engine
-# spends against each floor. The decode step's fixed cost is 1.65x one read of the weights
-# at datasheet bandwidth (published vLLM batch-1 time per token on H100 and A100 gives
-# 1.45-1.58x); a context token's keys and values cost 1.07x their read; a prompt token's
-# two FLOPs per parameter run at 56% of the dense bf16 rate (published prefill figures on
-# A100: 63-66%); a decoding sequence adds 44% of its FLOP time beyond the fixed cost.
-WEIGHT_READ_OVERHEAD = 1.65
+# Measured on an H100 80GB HBM3 with two Llama-shaped models, 8B and 3.6B
+# (docs/bench-notes/gpu-engine-timing.md): what the engine spends against each floor. A
+# decode step costs a fixed 1.79 ms (launches and small kernels, whatever the model's
+# size) plus 1.27 reads of the weights at datasheet bandwidth; with these the 8B model's
+# batch-1 time per token on an A100 80GB comes to 11.8 ms, where vLLM was published at
+# 11.4-12.0 ms (docs/llm.md). A context token's keys and values cost 1.07x their read; a
+# prompt token's two FLOPs per parameter run at 56% of the dense bf16 rate (published
+# prefill on A100: 63-66%); a decoding sequence adds 44% of its FLOP time.
+STEP_OVERHEAD_S = 1.79e-3
+WEIGHT_READ_OVERHEAD = 1.27
 KV_READ_OVERHEAD = 1.07
 PREFILL_FLOP_EFFICIENCY = 0.56
 DECODE_FLOP_SHARE = 0.44
@@ -124,7 +127,7 @@ def engine_params_for_class(
     return replace(
         base,
         num_blocks=blocks,
-        decode_base_s=WEIGHT_READ_OVERHEAD * weights / bandwidth,
+        decode_base_s=STEP_OVERHEAD_S + WEIGHT_READ_OVERHEAD * weights / bandwidth,
         decode_s_per_context_token=KV_READ_OVERHEAD * kv_bytes / bandwidth,
         prefill_s_per_token=2.0 * params / (PREFILL_FLOP_EFFICIENCY * flops),
         decode_s_per_seq=DECODE_FLOP_SHARE * 2.0 * params / flops,
