@@ -122,9 +122,9 @@ def _inputs(
         f"{setup.policy.startup_s:g}s",
         f"  KV cache {p.num_blocks} blocks x {p.block_size} tokens ({p.capacity_tokens} "
         f"tokens), {p.max_running} running sequences, context {p.max_model_len}, prefix "
-        f"caching {cache}; step {p.decode_base_s * 1e3:g}ms + {p.decode_s_per_seq * 1e6:g}us "
-        f"per sequence + {p.decode_s_per_context_token * 1e9:g}ns per context token, "
-        f"prefill {p.prefill_s_per_token * 1e6:g}us per token",
+        f"caching {cache}; step {p.decode_base_s * 1e3:.3g}ms + {p.decode_s_per_seq * 1e6:.3g}us "
+        f"per sequence + {p.decode_s_per_context_token * 1e9:.3g}ns per context token, "
+        f"prefill {p.prefill_s_per_token * 1e6:.3g}us per token",
         f"objectives: TTFT {_duration(o.ttft_s)}, TPOT {_duration(o.tpot_s)}, met by "
         f"{o.quantile:.0%} of requests",
         f"trace: {trace_path.name} ({trace.name}): {len(trace.requests)} requests over "

@@ -70,7 +70,8 @@ def test_azure_slice_on_the_vllm_example_prints_the_prediction_and_plots(
         capsys, EXAMPLE, trace, "--compress", "4", "--plot", str(plot), "--policy", policy
     )
     assert code == 0, err
-    assert "engine: " in out and "class h100" in out  # the first class the service names
+    # The engine of the first class the service names, from its datasheet.
+    assert "engine: derived for class h100 from the NVIDIA-H100-80GB-HBM3 datasheet" in out
     assert "trace: azure.csv (azure-conv x4): 300 requests" in out
     assert "objectives: TTFT 800ms, TPOT 60ms, met by 95%" in out
     assert f"policy {policy}, routing random" in out
@@ -169,3 +170,20 @@ def test_a_bad_trace_is_named_with_the_reason(
     code, _, err = _simulate(capsys, EXAMPLE, trace)
     assert code == 1 and str(trace) in err and message in err, err
     assert "Traceback" not in err
+
+
+def test_a_class_without_a_datasheet_runs_on_the_default_engine_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    service = tmp_path / "llama.yaml"
+    service.write_text(
+        EXAMPLE.read_text().replace("classes: [h100, a100-3g40gb, l4]", "classes: [acme]")
+        + "---\napiVersion: gpuserve.io/v1alpha1\nkind: AcceleratorClass\n"
+        "metadata: {name: acme}\nspec: {gpuProduct: ACME-X1, costPerHour: 1.5}\n"
+    )
+    trace = _slice(AZURE, 40, tmp_path / "azure.csv")
+    code = main(["simulate", "-f", str(service), "--trace", str(trace)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "engine: the defaults" in out and "(no datasheet for ACME-X1)" in out
+    assert "at 1.5/h per GPU" in out

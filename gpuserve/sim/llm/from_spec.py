@@ -16,6 +16,7 @@ from gpuserve.api.models import LLM_FORMATS, AcceleratorClassSpec, InferenceServ
 from gpuserve.llm.capacity import replica_capacity
 from gpuserve.llm.deciding import LLMPolicy
 from gpuserve.llm.from_spec import llm_policy_from_spec
+from gpuserve.llm.gpus import datasheet_for
 from gpuserve.llm.params import EngineParams
 from gpuserve.sim.from_spec import require_classes
 from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, Routing, simulate_cluster
@@ -53,30 +54,40 @@ def llm_setup(spec: InferenceServiceSpec, classes: Mapping[str, AcceleratorClass
     require_classes(spec, classes)
     if spec.llm is None:
         raise ValueError(f"llm: required for model.format {spec.model.format}")
-    policy = llm_policy_from_spec(spec)
+    policy = llm_policy_from_spec(spec, classes=classes)
     if policy is None:
         raise ValueError(
             "slo.ttft, slo.tpot: an LLM service is simulated on its token objectives; "
             "set at least one"
         )
     name = spec.accelerators.classes[0]
-    params, source = class_engine(policy, name)
+    params, source = class_engine(policy, name, classes[name])
     # The scaler's capacity model then prices the engine the replicas run.
     return LLMSetup(
         replace(policy, params=params), name, classes[name], spec.accelerators.gpus_per_pod, source
     )
 
 
-def class_engine(policy: LLMPolicy, class_name: str) -> tuple[EngineParams, str]:
-    """The engine parameters simulated for ``class_name``, and where they came from. The
-    one place the class's engine is chosen: the policy's own per-class parameters where
-    it has them, else its single set."""
+def class_engine(
+    policy: LLMPolicy, class_name: str, accelerator: AcceleratorClassSpec
+) -> tuple[EngineParams, str]:
+    """The engine parameters simulated for ``class_name``, and where they came from: the
+    policy's own for the class (the model's size over the GPU's datasheet,
+    ``gpuserve.llm.gpus``) where it has them, else its defaults, saying why."""
     own = policy.by_class.get(class_name)
     if own is not None:
-        return own, f"the engine parameters of class {class_name}"
-    return (
-        policy.params,
-        f"the default engine parameters (Llama 3 8B bf16 on one H100), not {class_name}'s own",
+        return own, (
+            f"derived for class {class_name} from the {accelerator.gpu_product} datasheet "
+            "and the model's size (gpuserve/llm/gpus.py)"
+        )
+    why = (
+        f"no datasheet for {accelerator.gpu_product}"
+        if datasheet_for(accelerator.gpu_product) is None
+        else "one full-context sequence does not fit beside the weights"
+    )
+    return policy.params, (
+        f"the defaults (Llama 3 8B bf16 on one H100, spec's bounds applied): class "
+        f"{class_name} has none of its own ({why})"
     )
 
 
