@@ -14,7 +14,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
 MARKER = "<!-- The notes below are copied from docs/bench-notes/ by bench/collect_notes.py. -->"
 ORDER = (
     "cluster", "triton", "loop", "warm-pool", "autoscaling", "reliability", "scale-memory",
-    "llm-capacity",
+    "llm-capacity", "gpu-engine-timing",
 )
 
 
