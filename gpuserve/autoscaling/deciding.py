@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuserve.autoscaling.allocating import allocate, free_room
+from gpuserve.autoscaling.bursts import burst_headroom, remember_minute
 from gpuserve.autoscaling.capacity import CapacityEstimate, replica_capacity
 from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory, added_up
@@ -188,14 +189,18 @@ def decide(
         if not (draining or panicking)
         else 0.0
     )
-    surges = _remember_minute(config, memory.surges, now, max(surge, clump), demand.stable)
-    burst = _burst_headroom(config, surges, horizon, level)
+    surges = remember_minute(
+        memory.surges, now, max(surge, clump), demand.stable, memory_s=config.burst_memory
+    )
+    burst = burst_headroom(surges, horizon, level, quantile=config.plan_quantile)
     warm_pool: int | None = None
     if config.warm_pool_auto:
         # Standby pods answer a surge in a promotion instead of a cold start, so the miss
         # budget lets serving pods keep less headroom; standby pods hold the rest.
         promotion = _promotion_horizon(config, pools)
-        serving_burst = min(burst, _burst_headroom(config, surges, promotion, level))
+        serving_burst = min(
+            burst, burst_headroom(surges, promotion, level, quantile=config.plan_quantile)
+        )
         wanted_warm = _replicas_for_rate(level + burst, caps, pools) - _replicas_for_rate(
             level + serving_burst, caps, pools
         )
@@ -491,64 +496,6 @@ def _dispersion(points: Sequence[float], mean: float, window: float) -> float:
         return 1.0
     var = sum((d - mean) ** 2 for d in points) / (len(points) - 1)
     return max(1.0, var * window / mean)
-
-
-def _remember_minute(
-    config: PolicyConfig,
-    surges: tuple[tuple[float, float, float], ...],
-    now: float,
-    surge: float,
-    level: float,
-) -> tuple[tuple[float, float, float], ...]:
-    """One record per minute over the burst memory: (start, largest surge, mean demand).
-
-    Every minute is kept, surge or not, so the miss budget knows how many requests the
-    memory covers; this also bounds the status the operator stores (30 records for 30 min).
-    """
-    if config.burst_memory <= 0:
-        return ()
-    kept = [r for r in surges if r[0] > now - config.burst_memory]
-    if kept and now - kept[-1][0] < 60.0:
-        t, v, d = kept[-1]
-        kept[-1] = (t, max(v, surge), d)
-    else:
-        kept.append((now, surge, level))
-    return tuple(kept)
-
-
-def _burst_headroom(
-    config: PolicyConfig,
-    minutes: tuple[tuple[float, float, float], ...],
-    horizon: float,
-    level: float,
-) -> float:
-    """Headroom (req/s) for the remembered surges, except what the miss budget absorbs.
-
-    A surge ``v`` above headroom ``h`` overloads the pods until new ones start: their
-    queues grow, so every request of that stretch waits, not only the excess. It costs
-    about ``(d + v) * horizon`` requests (``d`` the minute's mean demand). The planning
-    quantile allows ``1 - q`` of the requests the memory covers to miss: the headroom
-    covers every surge except the largest ones whose cost fits that budget together: a
-    rare surge fits it only when the horizon is short against the memory (a promotion).
-    A rise that demand has stayed at since was a step, not a burst:
-    a surge counts only beyond the lowest demand of every later minute and now (a burst
-    that went away counts whole; a ramp that stayed is the level now).
-    """
-    surges: list[tuple[float, float]] = []
-    floor = level  # the lowest demand from the record on to now
-    for _, v, d in reversed(minutes):
-        kept = v - max(0.0, floor - d)
-        if kept > 0.0:
-            surges.append((kept, d))
-        floor = min(floor, d)
-    surges.sort(reverse=True)
-    allowed = (1.0 - config.plan_quantile) * sum(d for _, _, d in minutes) * 60.0
-    spent = 0.0
-    for v, d in surges:
-        spent += (d + v) * horizon
-        if spent > allowed:
-            return v  # this surge and every smaller one are covered
-    return 0.0
 
 
 def _promotion_horizon(config: PolicyConfig, pools: PoolState) -> float:

@@ -1,0 +1,62 @@
+"""Burst memory: headroom for the surges a service was seen to have.
+
+Bursts shorter than a cold start cannot be chased; only capacity held through the quiet
+spells serves them. Both scaling rules (the request rule in ``deciding`` and the LLM token
+rule in ``gpuserve.llm.deciding``) keep one record per minute of the largest surge
+measured and the mean demand, and hold the headroom those records call for, less what the
+miss budget of the planning quantile absorbs.
+"""
+
+from __future__ import annotations
+
+Minutes = tuple[tuple[float, float, float], ...]  # (start, largest surge, mean demand)
+
+
+def remember_minute(
+    surges: Minutes, now: float, surge: float, level: float, *, memory_s: float
+) -> Minutes:
+    """One record per minute over the last ``memory_s`` seconds: (start, largest surge,
+    mean demand).
+
+    Every minute is kept, surge or not, so the miss budget knows how many requests the
+    memory covers; this also bounds the status the operator stores (30 records for 30 min).
+    """
+    if memory_s <= 0:
+        return ()
+    kept = [r for r in surges if r[0] > now - memory_s]
+    if kept and now - kept[-1][0] < 60.0:
+        t, v, d = kept[-1]
+        kept[-1] = (t, max(v, surge), d)
+    else:
+        kept.append((now, surge, level))
+    return tuple(kept)
+
+
+def burst_headroom(minutes: Minutes, horizon: float, level: float, *, quantile: float) -> float:
+    """Headroom (req/s) for the remembered surges, except what the miss budget absorbs.
+
+    A surge ``v`` above headroom ``h`` overloads the replicas until new ones start: their
+    queues grow, so every request of that stretch waits, not only the excess. It costs
+    about ``(d + v) * horizon`` requests (``d`` the minute's mean demand). The planning
+    ``quantile`` allows ``1 - quantile`` of the requests the memory covers to miss: the
+    headroom covers every surge except the largest ones whose cost fits that budget
+    together; a rare surge fits it only when the horizon is short against the memory (a
+    promotion). A rise that demand has stayed at since was a step, not a burst: a surge
+    counts only beyond the lowest demand of every later minute and now (a burst that went
+    away counts whole; a ramp that stayed is the level now).
+    """
+    surges: list[tuple[float, float]] = []
+    floor = level  # the lowest demand from the record on to now
+    for _, v, d in reversed(minutes):
+        kept = v - max(0.0, floor - d)
+        if kept > 0.0:
+            surges.append((kept, d))
+        floor = min(floor, d)
+    surges.sort(reverse=True)
+    allowed = (1.0 - quantile) * sum(d for _, _, d in minutes) * 60.0
+    spent = 0.0
+    for v, d in surges:
+        spent += (d + v) * horizon
+        if spent > allowed:
+            return v  # this surge and every smaller one are covered
+    return 0.0
