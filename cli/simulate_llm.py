@@ -132,7 +132,7 @@ def _inputs(
     ]
     if refused:
         lines.append(
-            f"  refused: {refused} requests whose prompt + output exceed llm.maxContextLength "
+            f"  refused: {refused} request(s) whose prompt + output exceed llm.maxContextLength "
             f"{p.max_model_len} (vLLM rejects them; counted as missed below)"
         )
     return "\n".join(lines)

@@ -108,7 +108,7 @@ def test_requests_longer_than_the_context_are_refused_and_count_as_missed(
     trace = _slice(MOONCAKE, 60, tmp_path / "moon.jsonl")
     code, out, err = _simulate(capsys, EXAMPLE, trace, "--compress", "2")
     assert code == 0, err
-    refused = int(_number(r"refused: (\d+) requests", out))
+    refused = int(_number(r"refused: (\d+) request", out))
     assert 0 < refused < 60
     served = _number(r"both ([\d.]+)% \(objective", out)
     overall = _number(r"of all 60 requests: both ([\d.]+)%", out)
