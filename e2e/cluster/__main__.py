@@ -7,15 +7,20 @@ import sys
 
 from e2e.cluster.progress import Progress
 
+# The third-party CRDs `build` caches and `up` installs (e2e/cluster/extension_crds.py).
+CRDS = "inference-crds"
+
 
 def _build(args: argparse.Namespace) -> int:
-    from e2e.cluster import binaries, settings
+    from e2e.cluster import binaries, extension_crds, settings
 
     progress = Progress()
     selected = tuple(c for c in binaries.ALL if not args.only or c.name in args.only)
     try:
         binaries.build_all(progress, selected, force=args.force)
-    except binaries.BuildError as exc:
+        if not args.only or CRDS in args.only:
+            extension_crds.fetch(progress, force=args.force)
+    except (binaries.BuildError, extension_crds.CrdError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     progress.step(f"binaries ready in {settings.bin_root()}")
@@ -65,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
 
     build = commands.add_parser("build", help="build the pinned binaries into the cache")
     build.add_argument("--force", action="store_true", help="rebuild even if cached")
-    build.add_argument("--only", nargs="*", choices=["controlplane", "kwok", "helm"],
-                       help="build only these components")
+    build.add_argument("--only", nargs="*", choices=["controlplane", "kwok", "helm", CRDS],
+                       help="build (or fetch) only these components")
     build.set_defaults(func=_build)
 
     up = commands.add_parser("up", help="start the cluster (no-op when already up)")

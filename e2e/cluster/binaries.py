@@ -114,6 +114,11 @@ def _go() -> str:
     return go
 
 
+def go_command() -> str:
+    """The go executable (for fetching modules other than the binaries' too)."""
+    return _go()
+
+
 def _go_version(go: str) -> str:
     out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, timeout=60)
     return out.stdout.strip() or "unknown"

@@ -15,7 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from e2e.cluster import binaries, components, kubeconfigs, nodepools, pki, ports, procs, settings
+from e2e.cluster import (
+    binaries,
+    components,
+    extension_crds,
+    kubeconfigs,
+    nodepools,
+    pki,
+    ports,
+    procs,
+    settings,
+)
 from e2e.cluster.apiclient import ApiClient, ApiError, admin_tls, get_status, insecure_tls
 from e2e.cluster.components import Daemon
 from e2e.cluster.progress import Progress
@@ -290,12 +300,14 @@ def up(progress: Progress, timeout: float = 120.0) -> int:
 def _up_locked(state: StateLayout, progress: Progress, timeout: float) -> int:
     try:
         binaries.require_runtime()
+        extension_crds.require()
         pools = nodepools.load(settings.nodepools_path())
         manifests = nodepools.node_manifests(pools)
         if not components.stage_files():
             # KWOK would silently fall back to its built-in stages (no readiness hook).
             raise StartupError(f"no KWOK stage files in {settings.KWOK_STAGES_DIR}")
-    except (binaries.BuildError, nodepools.NodePoolError, StartupError) as exc:
+    except (binaries.BuildError, extension_crds.CrdError, nodepools.NodePoolError,
+            StartupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 
@@ -340,7 +352,9 @@ def _up_locked(state: StateLayout, progress: Progress, timeout: float) -> int:
     try:
         _start_daemons(daemons, state, api, timeout, progress, started)
         _add_nodes(api, pools, manifests, started, timeout, progress)
-    except (StartupError, ApiError, OSError, KeyboardInterrupt) as exc:
+        extension_crds.install(api, progress)
+    except (StartupError, extension_crds.CrdError, ApiError, OSError,
+            KeyboardInterrupt) as exc:
         log = getattr(exc, "log", None)
         print(f"error: {exc or 'interrupted'}", file=sys.stderr)
         if log is not None:

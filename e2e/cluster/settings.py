@@ -23,6 +23,9 @@ KUBERNETES_VERSION = "v1.34.4"
 KWOK_VERSION = "v0.7.0"
 # Last Helm 3 line built on client-go 0.34, so it shares Go build cache with the control plane.
 HELM_VERSION = "v3.19.5"
+# The Gateway API Inference Extension whose InferencePool CRD (inference.networking.k8s.io/v1,
+# GA since v1.0) the cluster serves; its CRD YAML comes from the Go module.
+INFERENCE_EXTENSION_VERSION = "v1.4.0"
 
 CLUSTER_NAME = "gpuserve"
 SERVICE_CIDR = "10.96.0.0/16"
