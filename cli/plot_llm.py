@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpuserve.sim.llm.cluster import ClusterRun, RequestOutcome
+from gpuserve.sim.llm.from_spec import finished_at
 
 
 def plot_llm(run: ClusterRun, out: Path, *, title: str) -> None:
@@ -18,7 +19,7 @@ def plot_llm(run: ClusterRun, out: Path, *, title: str) -> None:
     from matplotlib.ticker import MaxNLocator
 
     outcomes = run.outcomes
-    end = max(o.arrival_s + o.ttft_s + o.tpot_s * (o.output_tokens - 1) for o in outcomes)
+    end = max(map(finished_at, outcomes))
     window = max(10.0, end / 60)
     starts = [k * window for k in range(math.ceil(end / window) or 1)]
     mids = [t + window / 2 for t in starts]

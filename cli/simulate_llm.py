@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import cast
 
 from cli.errors import SimulateError
+from cli.plot_llm import plot_llm
 from gpuserve.api.models import AcceleratorClassSpec, InferenceService
 from gpuserve.llm.params import EngineParams
-from gpuserve.sim.llm.cluster import ClusterRun, RequestOutcome, Routing
+from gpuserve.sim.llm.cluster import ClusterRun, Routing
 from gpuserve.sim.llm.from_spec import (
     LLMSetup,
+    finished_at,
     fit_to_trace,
     llm_setup,
     run_llm_policy,
@@ -71,9 +73,10 @@ def run_llm(
             f"{name} ({run.policy}): {args.trace.name} at {args.compress:g}x, "
             f"{run.attainment():.2%} within TTFT and TPOT"
         )
-        from cli.plot_llm import plot_llm
-
-        plot_llm(run, args.plot, title=title)
+        try:
+            plot_llm(run, args.plot, title=title)
+        except OSError as exc:
+            raise SimulateError(f"--plot {args.plot}: {exc.strerror or exc}") from exc
         print(f"plot: {args.plot}")
     return 0
 
@@ -142,11 +145,6 @@ def _duration(seconds: float) -> str:
     return "unset" if seconds >= 1e8 else f"{seconds * 1000:g}ms"
 
 
-def finish_s(outcome: RequestOutcome) -> float:
-    """When the request's last token came out."""
-    return outcome.arrival_s + outcome.ttft_s + outcome.tpot_s * (outcome.output_tokens - 1)
-
-
 def _report(
     name: str,
     setup: LLMSetup,
@@ -156,7 +154,7 @@ def _report(
     elapsed: float,
 ) -> str:
     outcomes = run.outcomes
-    end = max(finish_s(o) for o in outcomes)
+    end = max(map(finished_at, outcomes))
     gpu_hours = run.gpu_hours * setup.gpus_per_pod
     cost = gpu_hours * setup.cost_per_gpu_hour
     tokens = sum(o.output_tokens for o in outcomes)

@@ -187,3 +187,12 @@ def test_a_class_without_a_datasheet_runs_on_the_default_engine_and_says_so(
     assert code == 0
     assert "engine: the defaults" in out and "(no datasheet for ACME-X1)" in out
     assert "at 1.5/h per GPU" in out
+
+
+def test_a_plot_that_cannot_be_written_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _slice(AZURE, 40, tmp_path / "azure.csv")
+    plot = tmp_path / "missing" / "out.png"
+    code, _, err = _simulate(capsys, EXAMPLE, trace, "--plot", str(plot))
+    assert code == 1 and f"--plot {plot}: No such file or directory" in err, err

@@ -19,7 +19,13 @@ from gpuserve.llm.from_spec import llm_policy_from_spec
 from gpuserve.llm.gpus import datasheet_for
 from gpuserve.llm.params import EngineParams
 from gpuserve.sim.from_spec import require_classes
-from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, Routing, simulate_cluster
+from gpuserve.sim.llm.cluster import (
+    ClusterConfig,
+    ClusterRun,
+    RequestOutcome,
+    Routing,
+    simulate_cluster,
+)
 from gpuserve.sim.llm.lineup import LLMPolicyName, contender, trace_shape
 from gpuserve.sim.llm.oracle import plan_oracle
 from gpuserve.sim.llm.scalers import Static
@@ -106,6 +112,11 @@ def within_context(trace: TokenTrace, max_model_len: int) -> tuple[TokenTrace, i
     whose prompt plus output exceeds the context length."""
     kept = tuple(r for r in trace.requests if r.prompt_tokens + r.output_tokens <= max_model_len)
     return replace(trace, requests=kept), len(trace.requests) - len(kept)
+
+
+def finished_at(outcome: RequestOutcome) -> float:
+    """When the request's last token came out."""
+    return outcome.arrival_s + outcome.ttft_s + outcome.tpot_s * (outcome.output_tokens - 1)
 
 
 def steady_replicas(policy: LLMPolicy, trace: TokenTrace) -> int:
