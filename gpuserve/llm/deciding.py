@@ -13,7 +13,11 @@ here for LLM formats. Per evaluation:
 3. Measured TTFT (at the quantile) or TPOT (mean gap) over its objective while requests
    wait or are preempted, with no replica starting, asks for one more replica than are
    ready (the model missed something).
-4. Growth is immediate; shrinking follows the largest need over ``scale_down_window_s``,
+4. Burst memory (``gpuserve.autoscaling.bursts``, the request rule's): a rise far beyond
+   its noise is recorded per minute over ``burst_memory_s``, and the replicas for the
+   stable rate plus the headroom those surges call for (less the miss budget of the
+   objectives' quantile) are held. Bursts shorter than a start-up cannot be chased.
+5. Growth is immediate; shrinking follows the largest need over ``scale_down_window_s``,
    kept in the policy memory as the operator keeps it in status (the current size counts
    until a whole window has been seen).
 """
@@ -24,6 +28,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from gpuserve.autoscaling.bursts import burst_headroom, remember_minute
 from gpuserve.autoscaling.deciding import finish_decision
 from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory
 from gpuserve.autoscaling.pools import PoolState
@@ -33,6 +38,9 @@ from gpuserve.llm.params import EngineParams
 
 # Standard deviations of Poisson noise a recent rise must exceed to count.
 SURGE_Z = 2.0
+# A rise recorded in the burst memory must be far beyond its noise: the test runs every
+# 5 s, and each false record holds headroom for the whole memory.
+BURST_Z = 4.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +60,7 @@ class LLMPolicy:
     queue_budget_s: float = 10.0
     scale_down_window_s: float = 300.0
     max_sample_age_s: float = 60.0
+    burst_memory_s: float = 1800.0  # 0 turns burst memory off
 
     def params_for(self, class_name: str) -> EngineParams:
         return self.by_class.get(class_name, self.params)
@@ -123,6 +132,16 @@ def decide_llm(
         f"{demand:.2f} req/s + backlog {backlog:.2f} req/s at {per_replica:.2f} req/s per "
         f"replica ({reference.limit if reference else ''}-bound)"
     )
+    surge = rise if rise > BURST_Z * noise else 0.0
+    surges = remember_minute(memory.surges, now, surge, stable.rate, memory_s=policy.burst_memory_s)
+    burst = burst_headroom(
+        surges, policy.startup_s, stable.rate, quantile=policy.objectives.quantile
+    )
+    need_burst = math.ceil((stable.rate + burst) / per_replica - 1e-9) if burst > 0 else 0
+    signals.update(burstHeadroom=burst, needBurst=float(need_burst))
+    if need_burst > need:
+        need = need_burst
+        reason += f"; {burst:.2f} req/s of burst headroom"
     over = _over_objective(policy.objectives, recent)
     # Replicas only help latency that comes from contention: requests waiting for
     # admission or preempted. A long prompt alone is slow on any number of replicas.
@@ -148,7 +167,7 @@ def decide_llm(
         last_scale_up=memory.last_scale_up,
         last_scale_down=memory.last_scale_down,
         panic_until=memory.panic_until,
-        surges=memory.surges,
+        surges=surges,
     )
     return _decision(policy, pools, memory, now, mode, target, reason, signals)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -147,3 +148,48 @@ def test_stale_or_missing_metrics_hold() -> None:
             memory=PolicyMemory(),
         )
         assert decision.mode == "hold" and decision.desired_replicas == 3
+
+
+def _recent(at: float, rate: float) -> Observation:
+    return Observation(at, 15.0, rate, SHAPE, 0.2, 0.03, 0.02, 10.0, 0.0, 0.2, 0.0)
+
+
+def _after_a_rise(policy: LLMPolicy, rise: float, base: float) -> tuple[int, float]:
+    """Desired replicas and burst headroom ten minutes after one 15-s rise of ``rise``
+    req/s over ``base``, demand at ``base`` since (past the scale-down window)."""
+    decision = decide_llm(
+        policy=policy,
+        stable=_seen(0.0, base),
+        recent=_recent(0.0, base + rise),
+        pools=_pools(1),
+        now=0.0,
+        memory=PolicyMemory(),
+    )
+    for now in range(60, 660, 60):
+        decision = decide_llm(
+            policy=policy,
+            stable=_seen(float(now), base),
+            recent=_recent(float(now), base),
+            pools=_pools(decision.desired_replicas),
+            now=float(now),
+            memory=decision.memory,
+        )
+    return decision.desired_replicas, decision.signals["burstHeadroom"]
+
+
+def test_a_burst_far_beyond_its_noise_is_held_for_the_burst_memory() -> None:
+    per_replica = replica_capacity(POLICY.params, SHAPE, OBJECTIVES).rate * POLICY.utilization
+    base, rise = 0.5 * per_replica, 4.0 * per_replica
+    replicas, headroom = _after_a_rise(POLICY, rise, base)
+    assert headroom == pytest.approx(rise)
+    assert replicas == math.ceil((base + rise) / per_replica - 1e-9) == 5
+    forgotten, _ = _after_a_rise(replace(POLICY, burst_memory_s=0.0), rise, base)
+    assert forgotten == 1
+
+
+def test_a_rise_within_its_noise_is_no_burst() -> None:
+    per_replica = replica_capacity(POLICY.params, SHAPE, OBJECTIVES).rate * POLICY.utilization
+    base = 0.5 * per_replica
+    noise = math.sqrt(base / 15.0)
+    replicas, headroom = _after_a_rise(POLICY, 3.0 * noise, base)
+    assert headroom == 0.0 and replicas == 1
