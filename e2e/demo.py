@@ -50,7 +50,7 @@ class DemoError(RuntimeError):
 
 # Each service gets the trace at its own compression: together ~200 req/s. At ~300 req/s
 # the first minute's queue on one chat replica (before its scale-up) broke the objective.
-# The LLM service gets the trace at its own pace (~3 streams/s).
+# The LLM service gets the trace at its own pace (3-7 streams/s after the ramp).
 COMPRESSION = {"chat": 20.0, "embed": 10.0, "nightly": 6.0, "llm": 1.0}
 RAMP_S = 20.0  # the load rises over this many seconds
 LLM_FORMATS = frozenset({"vllm", "tensorrtllm"})
@@ -256,7 +256,7 @@ class Watcher:
             else:
                 lines.append(self._row(name, series, width))
         if len(llm_lines) > 1:
-            lines += ["", "LLM (client-measured over the last 15 s)", *llm_lines]
+            lines += ["", f"LLM (client-measured over the last {LIVE_WINDOW_S:.0f} s)", *llm_lines]
         return "\n".join(lines)
 
     @staticmethod
