@@ -151,8 +151,12 @@ def decide_llm(
         need = pools.serving_ready + 1
         reason += f"; measured {over} over its objective: one more replica"
         mode = "panic"
+    # What is remembered for scale-down is the evidence of demand (the rates measured,
+    # the burst headroom), not the lookahead on a rise or the backlog: replicas bought
+    # to chase a burst or drain a queue go once it is over, instead of a window later.
+    evidence = max(need_burst, math.ceil(max(stable.rate, recent.rate) / per_replica - 1e-9))
     since = now - policy.scale_down_window_s
-    kept = (*((t, n) for t, n in memory.recommendations if t > since), (now, need))
+    kept = (*((t, n) for t, n in memory.recommendations if t > since), (now, min(need, evidence)))
     # Until a whole window has been seen (a restarted operator), the current size counts
     # as a recommendation: what was recommended before is unknown.
     since = memory.since if memory.since is not None else now
