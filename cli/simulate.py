@@ -2,11 +2,13 @@
 
     gpuserve simulate -f service.yaml --trace FILE [--compress X] [--plot out.png]
                       [--policy gpuserve|hpa|kpa|keda|static|oracle]
+                      [--compare-classes]  (LLM services)
 
 An LLM service (model.format vllm or tensorrtllm, with slo.ttft/slo.tpot) is replayed
 token by token instead (cli/simulate_llm.py): an Azure conversation CSV or a Mooncake
 JSON-lines trace, --policy gpuserve|keda-waiting|hpa-kv|planner-like|static-peak|oracle,
---routing random|prefix.
+--routing random|prefix; --compare-classes runs it on each class the service names alone
+and prints one table with the cheapest class that meets the objectives.
 
 The service is parsed with gpuserve.api; AcceleratorClasses may sit in the same file (or
 in --classes files); service times come from a `kind: ServiceTimes` document (see
@@ -82,7 +84,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default="random",
         help="LLM services: a Service's random spreading or prefix-cache affinity",
     )
-    p.add_argument("--plot", type=Path, help="write a PNG of load, replicas and p95 vs SLO")
+    p.add_argument(
+        "--plot",
+        type=Path,
+        help="write a PNG of load, replicas and p95 vs SLO (with --compare-classes: one per "
+        "class, the class's name added to the file name)",
+    )
+    p.add_argument(
+        "--compare-classes",
+        action="store_true",
+        help="LLM services: simulate each class the service names alone, and name the "
+        "cheapest that meets the objectives",
+    )
     p.add_argument("--name", help="which InferenceService, if the file holds several")
     p.add_argument("--seed", type=int, default=1)
     p.set_defaults(func=run)
@@ -100,6 +113,11 @@ def run(args: argparse.Namespace) -> int:
     service = services[0]
     if is_llm(service.spec):
         return run_llm(args, service, classes)
+    if args.compare_classes:
+        raise SimulateError(
+            f"--compare-classes: LLM services only; {service.metadata.name} is "
+            f"{service.spec.model.format}"
+        )
     if args.policy in LLM_ONLY:
         raise SimulateError(
             f"--policy {args.policy}: a policy for LLM services; "

@@ -3,20 +3,23 @@
 The operator's LLM policy from the spec, on the engine of the class the service prefers,
 replays a token trace through the token-level cluster simulator (gpuserve/sim/llm/), and
 the prediction is printed: TTFT and TPOT attainment, GPU-hours, cost, cost per million
-output tokens, goodput per GPU, replicas.
+output tokens, goodput per GPU, replicas. With --compare-classes the same run is made on
+each class the service names, alone, and one table names the cheapest class that meets the
+objectives.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
 
 from cli.errors import SimulateError
 from cli.plot_llm import plot_llm
 from gpuserve.api.models import AcceleratorClassSpec, InferenceService
+from gpuserve.llm.capacity import TokenObjectives
 from gpuserve.llm.params import EngineParams
 from gpuserve.sim.llm.cluster import ClusterRun, Routing
 from gpuserve.sim.llm.from_spec import (
@@ -49,6 +52,36 @@ def run_llm(
     except ValueError as exc:
         raise SimulateError(f"InferenceService {name}: {exc}") from exc
     trace = load_token_trace(args.trace, compress=args.compress)
+    if args.compare_classes:
+        return _compare_classes(args, service, classes, policy_name, trace)
+    sim = _simulate_setup(args, setup, policy_name, trace)
+    print(_inputs(setup, sim.params, args.trace, sim.served, sim.refused))
+    print(_report(name, setup, sim, args.routing))
+    if args.plot:
+        _plot(args, name, sim.run, args.plot)
+    return 0
+
+
+@dataclass(frozen=True, slots=True)
+class Simulated:
+    """One policy's run of the trace on one class, and the figures reported of it."""
+
+    params: EngineParams  # the engine as simulated (fitted to the trace's hash blocks)
+    served: TokenTrace  # the requests within the context length
+    refused: int
+    run: ClusterRun
+    elapsed_s: float  # wall-clock time of the simulation itself
+    gpu_hours: float
+    cost: float
+    output_tokens: int
+    max_replicas: int
+    both_of_all: float  # within both objectives, of all requests (refused ones missed)
+
+
+def _simulate_setup(
+    args: argparse.Namespace, setup: LLMSetup, policy_name: LLMPolicyName, trace: TokenTrace
+) -> Simulated:
+    """The one simulation both the single-class and the per-class comparison run."""
     served, refused = within_context(trace, setup.params.max_model_len)
     if not served.requests:
         raise SimulateError(
@@ -62,23 +95,157 @@ def run_llm(
             f"{args.trace}: the engine cannot use its prefix hashes: {exc}"
         ) from exc
     policy = replace(setup.policy, params=params)
-    routing = cast(Routing, args.routing)
     started = time.perf_counter()
-    run = run_llm_policy(policy_name, policy, served, routing=routing, seed=args.seed)
+    run = run_llm_policy(
+        policy_name, policy, served, routing=cast(Routing, args.routing), seed=args.seed
+    )
     elapsed = time.perf_counter() - started
-    print(_inputs(setup, params, args.trace, served, refused))
-    print(_report(name, setup, run, refused, routing, elapsed))
-    if args.plot:
-        title = (
-            f"{name} ({run.policy}): {args.trace.name} at {args.compress:g}x, "
-            f"{run.attainment():.2%} within TTFT and TPOT"
-        )
+    gpu_hours = run.gpu_hours * setup.gpus_per_pod
+    outcomes = run.outcomes
+    return Simulated(
+        params=params,
+        served=served,
+        refused=refused,
+        run=run,
+        elapsed_s=elapsed,
+        gpu_hours=gpu_hours,
+        cost=gpu_hours * setup.cost_per_gpu_hour,
+        output_tokens=sum(o.output_tokens for o in outcomes),
+        max_replicas=max(n for _, n in run.replicas),
+        both_of_all=sum(map(run.met, outcomes)) / (len(outcomes) + refused),
+    )
+
+
+def _plot(args: argparse.Namespace, name: str, run: ClusterRun, out: Path) -> None:
+    title = (
+        f"{name} ({run.policy}): {args.trace.name} at {args.compress:g}x, "
+        f"{run.attainment():.2%} within TTFT and TPOT"
+    )
+    try:
+        plot_llm(run, out, title=title)
+    except OSError as exc:
+        raise SimulateError(f"--plot {out}: {exc.strerror or exc}") from exc
+    print(f"plot: {out}")
+
+
+def _compare_classes(
+    args: argparse.Namespace,
+    service: InferenceService,
+    classes: dict[str, AcceleratorClassSpec],
+    policy_name: LLMPolicyName,
+    trace: TokenTrace,
+) -> int:
+    """Each class the service names, alone, on the same trace and policy: one table and
+    the cheapest class that meets both objectives."""
+    name = service.metadata.name
+    rows: list[tuple[LLMSetup, Simulated | None]] = []
+    for class_name in service.spec.accelerators.classes:
         try:
-            plot_llm(run, args.plot, title=title)
-        except OSError as exc:
-            raise SimulateError(f"--plot {args.plot}: {exc.strerror or exc}") from exc
-        print(f"plot: {args.plot}")
+            setup = llm_setup(service.spec, classes, class_name)
+        except ValueError as exc:
+            raise SimulateError(f"InferenceService {name}: {exc}") from exc
+        # Without an engine of its own a class would be priced as the defaults' H100: a
+        # comparison on that would be made up, so the class is listed, not simulated.
+        sim = None if setup.no_engine else _simulate_setup(args, setup, policy_name, trace)
+        rows.append((setup, sim))
+    print(_comparison(name, policy_name, args, trace, rows))
+    if args.plot:
+        for setup, sim in rows:
+            if sim is not None:
+                out = args.plot.with_name(f"{args.plot.stem}-{setup.class_name}{args.plot.suffix}")
+                _plot(args, f"{name} on {setup.class_name}", sim.run, out)
     return 0
+
+
+def _comparison(
+    name: str,
+    policy_name: str,
+    args: argparse.Namespace,
+    trace: TokenTrace,
+    rows: list[tuple[LLMSetup, Simulated | None]],
+) -> str:
+    objectives = rows[0][0].policy.objectives
+    simulated = [(setup, sim) for setup, sim in rows if sim is not None]
+    elapsed = sum(sim.elapsed_s for _, sim in simulated)
+    refused = simulated[0][1].refused if simulated else 0
+    lines = [
+        _objectives_line(objectives),
+        _trace_line(args.trace, trace),
+        f"{name}: policy {policy_name}, routing {args.routing}, each class alone "
+        f"({len(simulated)} simulated in {elapsed:.1f}s)",
+    ]
+    if refused:
+        lines.append(
+            f"  refused on every class: {refused} request(s) whose prompt + output exceed "
+            "llm.maxContextLength (attainment below is of those served; the verdict counts "
+            "them as missed)"
+        )
+    header = (
+        "class",
+        "GPU",
+        "ms/token b1",
+        "prefill us/tok",
+        "KV blocks",
+        "TTFT %",
+        "TPOT %",
+        "both %",
+        "GPU-hours",
+        "cost",
+        "per M out",
+        "max repl",
+    )
+    table: list[tuple[str, ...]] = [header]
+    notes: list[str] = []
+    for setup, sim in rows:
+        gpu = setup.accelerator.gpu_product + (
+            f" {setup.accelerator.mig.profile}" if setup.accelerator.mig else ""
+        )
+        if sim is None:
+            table.append((setup.class_name, gpu, *("-" for _ in header[2:])))
+            notes.append(f"  {setup.class_name}: not simulated, {setup.no_engine}")
+            continue
+        p, run = sim.params, sim.run
+        # Batch 1 at a 1024-token context: the figure docs/llm.md compares with vLLM's.
+        per_token = p.step_cost_s(0, 1, 1024)
+        table.append(
+            (
+                setup.class_name,
+                gpu,
+                f"{per_token * 1e3:.1f}",
+                f"{p.prefill_s_per_token * 1e6:.1f}",
+                str(p.num_blocks),
+                f"{run.ttft_attainment():.2%}"[:-1],
+                f"{run.tpot_attainment():.2%}"[:-1],
+                f"{run.attainment():.2%}"[:-1],
+                f"{sim.gpu_hours:.3f}",
+                f"{sim.cost:.3f}",
+                f"{sim.cost / sim.output_tokens * 1e6:.3f}",
+                str(sim.max_replicas),
+            )
+        )
+    widths = [max(len(row[k]) for row in table) for k in range(len(header))]
+    for row in table:
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    lines.extend(notes)
+    lines.append(_verdict(simulated, objectives.quantile))
+    return "\n".join(lines)
+
+
+def _verdict(simulated: list[tuple[LLMSetup, Simulated]], quantile: float) -> str:
+    met = [(sim.cost, setup.class_name) for setup, sim in simulated if sim.both_of_all >= quantile]
+    if met:
+        cost, best = min(met)
+        return (
+            f"cheapest meeting both objectives for {quantile:.0%} of requests: {best} "
+            f"(cost {cost:.3f})"
+        )
+    if not simulated:
+        return "no class was simulated"
+    closest, sim = max(simulated, key=lambda row: row[1].both_of_all)
+    return (
+        f"no class meets both objectives for {quantile:.0%} of requests; closest: "
+        f"{closest.class_name} ({sim.both_of_all:.2%} of requests, cost {sim.cost:.3f})"
+    )
 
 
 def _policy_name(given: str, service: InferenceService) -> LLMPolicyName:
@@ -128,10 +295,8 @@ def _inputs(
         f"caching {cache}; step {p.decode_base_s * 1e3:.3g}ms + {p.decode_s_per_seq * 1e6:.3g}us "
         f"per sequence + {p.decode_s_per_context_token * 1e9:.3g}ns per context token, "
         f"prefill {p.prefill_s_per_token * 1e6:.3g}us per token",
-        f"objectives: TTFT {_duration(o.ttft_s)}, TPOT {_duration(o.tpot_s)}, met by "
-        f"{o.quantile:.0%} of requests",
-        f"trace: {trace_path.name} ({trace.name}): {len(trace.requests)} requests over "
-        f"{trace.duration:.0f}s",
+        _objectives_line(o),
+        _trace_line(trace_path, trace),
     ]
     if refused:
         lines.append(
@@ -141,43 +306,47 @@ def _inputs(
     return "\n".join(lines)
 
 
+def _objectives_line(o: TokenObjectives) -> str:
+    return (
+        f"objectives: TTFT {_duration(o.ttft_s)}, TPOT {_duration(o.tpot_s)}, met by "
+        f"{o.quantile:.0%} of requests"
+    )
+
+
+def _trace_line(path: Path, trace: TokenTrace) -> str:
+    return (
+        f"trace: {path.name} ({trace.name}): {len(trace.requests)} requests over "
+        f"{trace.duration:.0f}s"
+    )
+
+
 def _duration(seconds: float) -> str:
     return "unset" if seconds >= 1e8 else f"{seconds * 1000:g}ms"
 
 
-def _report(
-    name: str,
-    setup: LLMSetup,
-    run: ClusterRun,
-    refused: int,
-    routing: str,
-    elapsed: float,
-) -> str:
-    outcomes = run.outcomes
+def _report(name: str, setup: LLMSetup, sim: Simulated, routing: str) -> str:
+    run, outcomes, refused = sim.run, sim.run.outcomes, sim.refused
     end = max(map(finished_at, outcomes))
-    gpu_hours = run.gpu_hours * setup.gpus_per_pod
-    cost = gpu_hours * setup.cost_per_gpu_hour
-    tokens = sum(o.output_tokens for o in outcomes)
-    most = max(n for _, n in run.replicas)
     total = len(outcomes) + refused
-    both_all = sum(map(run.met, outcomes)) / total
     lines = [
         f"{name}: policy {run.policy}, routing {routing}, {len(outcomes)} requests served "
-        f"until {end:.0f}s, simulated in {elapsed:.1f}s "
-        f"({elapsed / max(end, 1.0) * 3600:.1f}s per simulated hour)",
+        f"until {end:.0f}s, simulated in {sim.elapsed_s:.1f}s "
+        f"({sim.elapsed_s / max(end, 1.0) * 3600:.1f}s per simulated hour)",
         f"attainment of requests served: TTFT {run.ttft_attainment():.2%}, TPOT "
         f"{run.tpot_attainment():.2%}, both {run.attainment():.2%} (objective "
         f"{run.objectives.quantile:.0%})"
-        + (f"; of all {total} requests: both {both_all:.2%}" if refused else ""),
+        + (f"; of all {total} requests: both {sim.both_of_all:.2%}" if refused else ""),
         f"TTFT p50 {run.ttft_percentile(50) * 1000:.0f}ms p95 "
         f"{run.ttft_percentile(95) * 1000:.0f}ms; TPOT mean "
         f"{sum(o.tpot_s for o in outcomes) / len(outcomes) * 1000:.1f}ms; prefix-cache hits "
         f"{run.hit_rate:.1%} of prompt tokens; preemptions {run.preemptions}",
-        f"GPU-hours {gpu_hours:.4f} (replicas from creation until drained, x{setup.gpus_per_pod}"
-        f" GPU per replica), cost {cost:.3f} ({setup.cost_per_gpu_hour:g}/h per GPU), "
-        f"{cost / tokens * 1e6:.3f} per million output tokens ({tokens} tokens)",
+        f"GPU-hours {sim.gpu_hours:.4f} (replicas from creation until drained, "
+        f"x{setup.gpus_per_pod} GPU per replica), cost {sim.cost:.3f} "
+        f"({setup.cost_per_gpu_hour:g}/h per GPU), "
+        f"{sim.cost / sim.output_tokens * 1e6:.3f} per million output tokens "
+        f"({sim.output_tokens} tokens)",
         f"goodput {run.goodput_per_gpu() / setup.gpus_per_pod:.0f} output tokens/s per GPU "
-        f"(requests within both objectives); max replicas {most}, bounds "
+        f"(requests within both objectives); max replicas {sim.max_replicas}, bounds "
         f"{setup.policy.min_replicas}-{setup.policy.max_replicas}; the warm pool is not "
         "simulated",
         f"replicas (per {end / 24:.0f}s): {_replicas_line(run, end)}",

@@ -196,3 +196,117 @@ def test_a_plot_that_cannot_be_written_is_named(
     plot = tmp_path / "missing" / "out.png"
     code, _, err = _simulate(capsys, EXAMPLE, trace, "--plot", str(plot))
     assert code == 1 and f"--plot {plot}: No such file or directory" in err, err
+
+
+# --compare-classes: each class the service names, alone, on the same trace and policy.
+
+A100_1G10GB = "classes: [h100, a100-3g40gb, l4, a100-1g10gb]"
+FIGURES = 10  # numeric columns after the GPU column (which may hold a space)
+
+
+def _table(out: str, names: tuple[str, ...]) -> dict[str, list[str]]:
+    """Each class's row of the comparison: its last ``FIGURES`` cells."""
+    rows: dict[str, list[str]] = {}
+    for line in out.splitlines():
+        cells = line.split()
+        if cells and cells[0] in names:
+            rows[cells[0]] = cells[-FIGURES:]
+    assert set(rows) == set(names), out
+    return rows
+
+
+def _compare(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, edit: tuple[str, str], *extra: str
+) -> tuple[int, str, str]:
+    service = tmp_path / "llama.yaml"
+    service.write_text(EXAMPLE.read_text().replace(*edit))
+    trace = _slice(AZURE, 301, tmp_path / "azure.csv")
+    return _simulate(capsys, service, trace, "--compare-classes", *extra)
+
+
+def test_compare_classes_lists_every_class_and_one_that_cannot_hold_the_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _compare(capsys, tmp_path, ("classes: [h100, a100-3g40gb, l4]", A100_1G10GB))
+    assert code == 0, err
+    rows = _table(out, ("h100", "a100-3g40gb", "l4", "a100-1g10gb"))
+    assert "NVIDIA-A100-SXM4-80GB 3g.40gb" in out and "NVIDIA-A100-SXM4-80GB 1g.10gb" in out
+    # 15 GiB of bf16 weights cannot sit in a 10 GiB slice: listed, not simulated.
+    assert rows["a100-1g10gb"] == ["-"] * FIGURES
+    assert "a100-1g10gb: not simulated, does not fit: needs 14.9 GiB of weights" in out
+    h100, l4 = ([float(c) for c in rows[n]] for n in ("h100", "l4"))
+    for name in ("h100", "a100-3g40gb", "l4"):
+        step, prefill, blocks, ttft, tpot, both, hours, cost, per_m, most = map(float, rows[name])
+        assert step > 0 and prefill > 0 and blocks > 0
+        assert 0 <= both <= min(ttft, tpot) <= 100
+        assert hours > 0 and 1 <= most <= 8
+        per_hour = {"h100": H100_PER_HOUR, "a100-3g40gb": 1.90, "l4": 0.80}[name]
+        assert cost == pytest.approx(hours * per_hour, abs=0.002)
+        assert per_m > cost  # 300 requests: far fewer than a million output tokens
+    # Each class its own engine: the L4 is slower per token and holds fewer KV blocks ...
+    assert l4[0] > h100[0] and l4[2] < h100[2]
+    # ... so the same load takes it at least as many replicas and more GPU-hours.
+    assert l4[9] >= h100[9] and l4[6] > h100[6]
+
+
+def test_compare_classes_names_the_cheapest_class_that_meets_the_objectives(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Looser objectives that a slower, cheaper class can meet.
+    edit = ("ttft: 800ms, tpot: 60ms", "ttft: 3s, tpot: 150ms")
+    code, out, err = _compare(capsys, tmp_path, edit)
+    assert code == 0, err
+    rows = _table(out, ("h100", "a100-3g40gb", "l4"))
+    met = {name: float(r[7]) for name, r in rows.items() if float(r[5]) >= 95.0}
+    best = re.search(r"cheapest meeting both objectives for 95% of requests: (\S+)", out)
+    assert best, out
+    assert best.group(1) in met and met[best.group(1)] == min(met.values())
+    assert len(met) >= 2  # a choice was made, not the only class that passed
+
+
+def test_compare_classes_names_the_closest_when_none_meets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No engine reaches a 5ms time per output token.
+    code, out, err = _compare(capsys, tmp_path, ("tpot: 60ms", "tpot: 5ms"))
+    assert code == 0, err
+    rows = _table(out, ("h100", "a100-3g40gb", "l4"))
+    assert "cheapest meeting" not in out
+    closest = re.search(r"no class meets both objectives for 95% of requests; closest: (\S+)", out)
+    assert closest, out
+    both = {name: float(r[5]) for name, r in rows.items()}
+    assert both[closest.group(1)] == max(both.values())
+
+
+def test_compare_classes_lists_a_class_without_a_datasheet_unsimulated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    service = tmp_path / "llama.yaml"
+    service.write_text(
+        EXAMPLE.read_text().replace("classes: [h100, a100-3g40gb, l4]", "classes: [h100, acme]")
+        + "---\napiVersion: gpuserve.io/v1alpha1\nkind: AcceleratorClass\n"
+        "metadata: {name: acme}\nspec: {gpuProduct: ACME-X1, costPerHour: 0.1}\n"
+    )
+    trace = _slice(AZURE, 301, tmp_path / "azure.csv")
+    plot = tmp_path / "c.png"
+    code, out, err = _simulate(capsys, service, trace, "--compare-classes", "--plot", str(plot))
+    assert code == 0, err
+    # The defaults would price it as an H100 at a tenth of the price: not a comparison.
+    assert _table(out, ("h100", "acme"))["acme"] == ["-"] * FIGURES
+    assert "acme: not simulated, no datasheet for ACME-X1" in out
+    assert "cheapest meeting both objectives for 95% of requests: h100" in out
+    # One plot per simulated class, named after it.
+    assert (tmp_path / "c-h100.png").read_bytes()[:4] == b"\x89PNG"
+    assert not (tmp_path / "c-acme.png").exists() and not (tmp_path / "c.png").exists()
+
+
+def test_compare_classes_needs_every_class_and_an_llm_service(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _slice(AZURE, 20, tmp_path / "azure.csv")
+    code = main(["simulate", "-f", str(EXAMPLE), "--trace", str(trace), "--compare-classes"])
+    assert code == 1
+    assert "AcceleratorClass 'h100', 'a100-3g40gb', 'l4' not given" in capsys.readouterr().err
+    service = ROOT / "examples" / "sleeper-interactive.yaml"
+    code, _, err = _simulate(capsys, service, trace, "--compare-classes")
+    assert code == 1 and "--compare-classes: LLM services only" in err, err

@@ -1,9 +1,10 @@
 """An LLM InferenceService in the token-level simulator: the operator's policy from the
-spec, the engine of the class the service prefers, and one policy of the lineup run on a
-token trace (what `gpuserve simulate` does for vLLM and TensorRT-LLM services).
+spec, the engine of one of its classes, and one policy of the lineup run on a token trace
+(what `gpuserve simulate` does for vLLM and TensorRT-LLM services).
 
-The service is simulated on its most preferred class only: that is the class the LLM rule
-sizes replicas for, and the class a service lands on while the cluster has room.
+By default the service is simulated on its most preferred class: that is the class the LLM
+rule sizes replicas for, and the class a service lands on while the cluster has room.
+`--compare-classes` simulates each class it names alone, one after the other.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from gpuserve.api.llm_sizing import GIB, memory_shortfall
 from gpuserve.api.models import LLM_FORMATS, AcceleratorClassSpec, InferenceServiceSpec
 from gpuserve.llm.capacity import replica_capacity
 from gpuserve.llm.deciding import LLMPolicy
 from gpuserve.llm.from_spec import llm_policy_from_spec
-from gpuserve.llm.gpus import datasheet_for
+from gpuserve.llm.gpus import ACTIVATION_BYTES, datasheet_for
 from gpuserve.llm.params import EngineParams
 from gpuserve.sim.from_spec import require_classes
 from gpuserve.sim.llm.cluster import (
@@ -45,6 +47,8 @@ class LLMSetup:
     accelerator: AcceleratorClassSpec
     gpus_per_pod: int
     engine_source: str  # where the engine parameters came from, for the user
+    # Why the class has no engine of its own (the defaults stand in); None when it has.
+    no_engine: str | None = None
 
     @property
     def params(self) -> EngineParams:
@@ -55,8 +59,13 @@ class LLMSetup:
         return self.accelerator.cost_per_hour
 
 
-def llm_setup(spec: InferenceServiceSpec, classes: Mapping[str, AcceleratorClassSpec]) -> LLMSetup:
-    """Raises ValueError naming the field when the service cannot be simulated."""
+def llm_setup(
+    spec: InferenceServiceSpec,
+    classes: Mapping[str, AcceleratorClassSpec],
+    class_name: str | None = None,
+) -> LLMSetup:
+    """The service on ``class_name`` (default: its most preferred class). Raises
+    ValueError naming the field when the service cannot be simulated."""
     require_classes(spec, classes)
     if spec.llm is None:
         raise ValueError(f"llm: required for model.format {spec.model.format}")
@@ -66,34 +75,69 @@ def llm_setup(spec: InferenceServiceSpec, classes: Mapping[str, AcceleratorClass
             "slo.ttft, slo.tpot: an LLM service is simulated on its token objectives; "
             "set at least one"
         )
-    name = spec.accelerators.classes[0]
-    params, source = class_engine(policy, name, classes[name])
+    name = spec.accelerators.classes[0] if class_name is None else class_name
+    if name not in spec.accelerators.classes:
+        raise ValueError(f"accelerators.classes: {name!r} is not one of the service's classes")
+    accelerator = classes[name]
+    missing = no_engine_reason(spec, policy, name, accelerator)
+    params, source = class_engine(policy, name, accelerator, missing)
     # The scaler's capacity model then prices the engine the replicas run.
     return LLMSetup(
-        replace(policy, params=params), name, classes[name], spec.accelerators.gpus_per_pod, source
+        replace(policy, params=params),
+        name,
+        accelerator,
+        spec.accelerators.gpus_per_pod,
+        source,
+        missing,
+    )
+
+
+def no_engine_reason(
+    spec: InferenceServiceSpec,
+    policy: LLMPolicy,
+    class_name: str,
+    accelerator: AcceleratorClassSpec,
+) -> str | None:
+    """Why ``policy`` has no engine of its own for the class (gpuserve.llm.gpus gave
+    none); None when it has one."""
+    if class_name in policy.by_class:
+        return None
+    sheet = datasheet_for(accelerator.gpu_product)
+    if sheet is None:
+        return f"no datasheet for {accelerator.gpu_product}"
+    memory_gib = (
+        accelerator.memory_gib
+        if accelerator.memory_gib is not None
+        else sheet.memory_gb * 1e9 / GIB
+    )
+    # Placement's own words where its check fails too; the engine's rule also sets aside
+    # activations, so it can refuse a class placement would accept.
+    shortfall = memory_shortfall(spec, memory_gib)
+    if shortfall is not None:
+        return f"does not fit: {shortfall}"
+    return (
+        f"does not fit: one {policy.params.max_model_len}-token sequence's KV cache, the "
+        f"weights and {ACTIVATION_BYTES / 1e9:g} GB of activations exceed "
+        f"kvCacheMemoryFraction of {memory_gib:.3g} GiB"
     )
 
 
 def class_engine(
-    policy: LLMPolicy, class_name: str, accelerator: AcceleratorClassSpec
+    policy: LLMPolicy, class_name: str, accelerator: AcceleratorClassSpec, missing: str | None
 ) -> tuple[EngineParams, str]:
     """The engine parameters simulated for ``class_name``, and where they came from: the
     policy's own for the class (the model's size over the GPU's datasheet,
-    ``gpuserve.llm.gpus``) where it has them, else its defaults, saying why."""
+    ``gpuserve.llm.gpus``) where it has them, else its defaults, saying why
+    (``missing``, from ``no_engine_reason``)."""
     own = policy.by_class.get(class_name)
     if own is not None:
         return own, (
             f"derived for class {class_name} from the {accelerator.gpu_product} datasheet "
             "and the model's size (gpuserve/llm/gpus.py)"
         )
-    why = (
-        f"no datasheet for {accelerator.gpu_product}"
-        if datasheet_for(accelerator.gpu_product) is None
-        else "one full-context sequence does not fit beside the weights"
-    )
     return policy.params, (
         f"the defaults (Llama 3 8B bf16 on one H100, spec's bounds applied): class "
-        f"{class_name} has none of its own ({why})"
+        f"{class_name} has none of its own ({missing})"
     )
 
 
