@@ -134,8 +134,13 @@ def _target_gone(exc: ApiException) -> bool:
 
 
 def _kind_gone(exc: ApiException) -> bool:
-    """A 404 for the resource type itself (no such path), not for an object or namespace."""
-    return exc.status == 404 and "could not find the requested resource" in str(exc.body or "")
+    """A 404 for the resource type itself, not for an object or namespace: a group the
+    server no longer has answers "404 page not found", a resource of a group it still has
+    "the server could not find the requested resource"."""
+    body = str(exc.body or "")
+    return exc.status == 404 and (
+        "page not found" in body or "could not find the requested resource" in body
+    )
 
 
 def apply_if_changed(desired: Obj, *, live: Obj | None = None, fetch: bool = True) -> bool:

@@ -5,6 +5,10 @@ collected with its service; a malformed pool is refused by the CRD's own validat
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,10 +16,15 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.cluster import extension_crds
+from e2e.cluster import extension_crds, lifecycle, reaping, settings
 from e2e.cluster.testkit import ClusterHandle, wait_for
 from e2e.invalid_cases import valid_llm_service
-from e2e.operatorkit import OperatorProcess, operator_with_classes
+from e2e.operatorkit import (
+    OperatorProcess,
+    install_classes,
+    install_crds,
+    operator_with_classes,
+)
 from gpuserve.resources import inference_pool
 from gpuserve.resources.naming import FIELD_MANAGER, LABEL_ROLE, LABEL_SERVICE, ROLE_SERVING
 
@@ -226,3 +235,109 @@ def test_the_cached_crd_is_the_pinned_ga_pool() -> None:
     assert doc["spec"]["group"] == inference_pool.API_GROUP and versions["v1"]["served"]
     schema = versions["v1"]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert {"selector", "targetPorts", "endpointPickerRef"} <= set(schema["required"])
+
+
+# A cluster of its own, beside the shared one (the lifecycle tests use offset 1000): the
+# CRD is cluster-wide, and removing it from the shared cluster would change other tests.
+BARE_PORT_OFFSET = 1100
+
+
+@pytest.fixture
+def bare_cluster(cluster: ClusterHandle, tmp_path: Path) -> Iterator[ClusterHandle]:
+    """A throwaway local cluster without the InferencePool CRD."""
+    if not cluster.local:
+        pytest.skip("needs the local harness")
+    reaping.become_subreaper()
+    env = dict(
+        os.environ,
+        GPUSERVE_CLUSTER_DIR=str(tmp_path / "cluster"),
+        GPUSERVE_PORT_OFFSET=str(BARE_PORT_OFFSET),
+    )
+    state = settings.StateLayout(tmp_path / "cluster")
+
+    def cli(command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "e2e.cluster", command],
+            cwd=settings.REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+
+    try:
+        up = cli("up")
+        assert up.returncode == 0, up.stderr
+        handle = ClusterHandle(state.admin_kubeconfig, started_here=True, local=True)
+        handle.kubectl("delete", "crd", CRD_NAME, "--wait=true")
+        yield handle
+    finally:
+        pids = [r.pid for r in lifecycle.read_records(state).values()]
+        cli("down")
+        reaping.reap(pids)
+
+
+def test_without_the_crd_the_pool_is_skipped_said_so_and_applied_once_installed(
+    bare_cluster: ClusterHandle, tmp_path: Path
+) -> None:
+    cluster = bare_cluster
+    install_crds(cluster)
+    install_classes(cluster)
+    namespace = "llm"
+    cluster.kubectl("create", "namespace", namespace)
+    wait_for(
+        lambda: (
+            cluster.kubectl("get", "sa", "default", "-n", namespace, check=False).returncode == 0
+        ),
+        30,
+        "service account default",
+    )
+    name = "chat"
+    with OperatorProcess(cluster, tmp_path / "operator.log") as operator:
+        _apply(cluster, _llm_service(name), namespace)
+
+        def condition_is(type_: str, status: str) -> dict[str, Any] | None:
+            obj = _get(cluster, "inferenceservice", name, "-n", namespace)
+            c = _condition(obj or {}, type_)
+            return obj if c is not None and c["status"] == status else None
+
+        # The service serves without the pool (nothing waits for the missing kind).
+        def seen() -> str:
+            obj = _get(cluster, "inferenceservice", name, "-n", namespace) or {}
+            pods = cluster.kubectl("get", "pods", "-n", namespace, "-o", "wide", check=False)
+            return (
+                f"{obj.get('status', {}).get('conditions')}\n{pods.stdout}{pods.stderr}\n"
+                f"operator log:\n{operator.log_tail(30)}"
+            )
+
+        wait_for(
+            lambda: condition_is("Ready", "True"), 90, "Ready=True without the CRD", explain=seen
+        )
+        obj = wait_for(lambda: condition_is("InferencePoolApplied", "False"), 30, "skipped")
+        cond = _condition(obj, "InferencePoolApplied")
+        assert cond is not None and cond["reason"] == "CRDNotInstalled"
+        assert _condition(obj, "Stalled")["status"] == "False"  # type: ignore[index]
+
+        def skipped_events() -> list[Any]:
+            out = _get(
+                cluster,
+                "events",
+                "-n",
+                namespace,
+                "--field-selector",
+                "reason=InferencePoolSkipped",
+            )
+            return list((out or {}).get("items", []))
+
+        wait_for(skipped_events, 30, "an InferencePoolSkipped event")
+        time.sleep(35)  # past one resync of the service: still one event, seen once
+        (event,) = skipped_events()
+        assert event.get("count", 1) == 1, event
+
+        for path in extension_crds.paths():
+            cluster.kubectl("apply", "--server-side", "-f", str(path))
+        # Discovery is asked again within a minute, the next resync applies the pool.
+        wait_for(lambda: _pool(cluster, namespace, name), 120, "the pool once the CRD is in")
+        wait_for(lambda: condition_is("InferencePoolApplied", "True"), 30, "applied")
+        assert operator.alive()
+        assert "Traceback" not in operator.log_text()

@@ -198,3 +198,17 @@ def test_a_missing_kind_is_asked_about_again_only_after_a_while(
     assert kube.serves(version, "InferencePool")
     assert kube.serves(version, "InferencePool")
     assert len(lookups) == 3  # a served kind is found in the client's discovery cache
+
+
+@pytest.mark.parametrize(
+    ("body", "gone"),
+    [
+        ("404 page not found", True),  # the group is gone (its CRD deleted)
+        ('{"kind":"Status","message":"the server could not find the requested resource"}', True),
+        ('{"kind":"Status","message":"namespaces \\"ml\\" not found"}', False),
+    ],
+)
+def test_a_404_says_whether_the_kind_itself_is_gone(body: str, gone: bool) -> None:
+    exc = kube.ApiException(status=404, reason="Not Found")
+    exc.body = body
+    assert kube._kind_gone(exc) is gone
