@@ -11,6 +11,8 @@ import yaml
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as pb
 
+from e2e.loadgen.runner import Limits, Target
+from e2e.loadgen.streams import StreamReplay, trace_requests
 from e2e.models import resolve_demo_uri
 from e2e.triton import TritonServer, emulate_on_python_backend, triton_available, write_model
 from e2e.triton.metrics import model_value, samples
@@ -19,6 +21,9 @@ from e2e.triton.process import wait_until
 from e2e.triton.requests import LLMRequest, stream_llm
 from gpuserve.api.models import InferenceServiceSpec
 from gpuserve.llm import metrics as vllm
+from gpuserve.llm.params import params_from_strings
+from gpuserve.llm.replay import replay
+from gpuserve.sim.llm.traces import mooncake
 from gpuserve.triton.modelconfig import render_model_files
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -90,9 +95,7 @@ def test_catalogue_entry_matches_the_reference_config() -> None:
 
 
 def test_tokens_stream_one_per_response_and_the_last_is_final(triton: TritonServer) -> None:
-    run = stream_llm(
-        triton.grpc_url, MODEL, [LLMRequest(40, 8), LLMRequest(40, 8, stream=False)]
-    )
+    run = stream_llm(triton.grpc_url, MODEL, [LLMRequest(40, 8), LLMRequest(40, 8, stream=False)])
     assert run.errors == []
     streamed, whole = run.responses
     assert streamed.texts == [f"t{i}" for i in range(8)]
@@ -147,9 +150,9 @@ def test_a_repeated_prefix_has_a_lower_ttft_and_counts_as_hits(triton: TritonSer
     hits = counter(triton, vllm.PREFIX_CACHE_HITS.name)
     cold = stream_llm(triton.grpc_url, MODEL, [LLMRequest(prompt, 2, hashes)]).responses[0]
     warm = stream_llm(triton.grpc_url, MODEL, [LLMRequest(prompt, 2, hashes)]).responses[0]
-    other = stream_llm(
-        triton.grpc_url, MODEL, [LLMRequest(prompt, 2, (1, *hashes[1:]))]
-    ).responses[0]
+    other = stream_llm(triton.grpc_url, MODEL, [LLMRequest(prompt, 2, (1, *hashes[1:]))]).responses[
+        0
+    ]
     # Uncached, the prompt costs ~0.2 s of prefill; cached, 16 tokens (the last block).
     assert warm.ttft_s < cold.ttft_s / 2, (cold.ttft_s, warm.ttft_s)
     assert other.ttft_s > warm.ttft_s * 2, "a different first block shares nothing"
@@ -184,3 +187,61 @@ def test_the_operators_vllm_config_streams_through_the_emulator(tmp_path: Path) 
         run = stream_llm(server.grpc_url, name, [LLMRequest(100, 5)])
         assert run.errors == [] and run.responses[0].texts == [f"t{i}" for i in range(5)]
         assert growth(server, vllm.GENERATION_TOKENS.name, 0.0, 5, model=name) == 5
+
+
+MOONCAKE = REPO_ROOT / "traces" / "mooncake-conversation-2025.jsonl"
+# Mooncake's hash ids stand for 512-token blocks, so the engine keys its cache by them;
+# prompts reach 120k tokens, and a fast prefill keeps the replay short.
+PREFIX_ENGINE = {
+    "block_size": "512",
+    "num_blocks": "1024",
+    "max_model_len": "131072",
+    "decode_base_s": "0.005",
+    "prefill_s_per_token": "0.000005",
+}
+
+
+def test_a_mooncake_replay_hits_the_prefix_cache_as_the_simulator_does(tmp_path: Path) -> None:
+    """The first 40 requests of the Mooncake conversation trace, with their prompt blocks'
+    hashes, streamed at their own times: the emulator's prefix-cache counters grow by
+    the hits the simulator counts for the same replay (they share a system prompt and
+    earlier turns), and every stream completes."""
+    with MOONCAKE.open() as lines:
+        trace = mooncake(lines)
+    requests = trace_requests(trace, max_output_tokens=4, count=40)
+    config = reference_config()
+    config.name = "prefix"
+    for key, value in PREFIX_ENGINE.items():
+        config.parameters[key].string_value = value
+    write_model(tmp_path, "prefix", text_format.MessageToString(config), source=EMULATOR)
+    server = TritonServer(tmp_path).start()
+    try:
+        target = Target(model="prefix", endpoints=[server.grpc_url], request_timeout_s=60.0)
+        duration = requests[-1].offset_s
+        result = StreamReplay(requests, target, Limits(max_wall_s=duration + 90)).start().join()
+        assert result.failures == 0, result.errors()[:3]
+        simulated = replay(
+            [
+                (
+                    r.offset_s,
+                    r.request.prompt_tokens,
+                    r.request.output_tokens,
+                    r.request.block_hashes,
+                )
+                for r in requests
+            ],
+            params_from_strings(PREFIX_ENGINE),
+        ).engine.stats()
+        assert simulated.prefix_hit_tokens > 0
+        queried = growth(
+            server, vllm.PREFIX_CACHE_QUERIES.name, 0, simulated.prefix_queried_tokens, "prefix"
+        )
+        hits = counter(server, vllm.PREFIX_CACHE_HITS.name, "prefix")
+        assert queried == simulated.prefix_queried_tokens
+        # Requests arriving together may reach the cache in another order on a real clock.
+        assert hits % 512 == 0 and abs(hits - simulated.prefix_hit_tokens) <= 0.1 * hits, (
+            hits,
+            simulated.prefix_hit_tokens,
+        )
+    finally:
+        server.stop()

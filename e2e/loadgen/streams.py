@@ -22,6 +22,7 @@ from e2e.loadgen.results import percentile
 from e2e.loadgen.runner import CLIENT_OVERLOAD, NO_ENDPOINT, Limits, Target
 from e2e.loadgen.trace import Arrival
 from e2e.triton.requests import LLMRequest, LLMResponses, stream_llm
+from gpuserve.sim.llm.traces import TokenTrace
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,28 @@ def token_requests(
             ),
         )
         for a in arrivals
+    ]
+
+
+def trace_requests(
+    trace: TokenTrace, *, max_output_tokens: int, count: int | None = None
+) -> list[TimedRequest]:
+    """The first ``count`` requests of a token trace, offsets from its first arrival, with
+    their prompt blocks' content hashes (Mooncake's: one per ``trace.block_size`` tokens,
+    full blocks only, as the engine keys its prefix cache). Prompts are replayed whole so
+    that the hashes stay true; outputs are capped (each streamed token is a round trip)."""
+    chosen = trace.requests[:count]
+    start = chosen[0].arrival_s if chosen else 0.0
+    return [
+        TimedRequest(
+            r.arrival_s - start,
+            LLMRequest(
+                r.prompt_tokens,
+                max(1, min(r.output_tokens, max_output_tokens)),
+                r.block_hashes[: r.prompt_tokens // trace.block_size],
+            ),
+        )
+        for r in chosen
     ]
 
 
