@@ -28,6 +28,7 @@ from gpuserve.api.models import API_VERSION, InferenceService, parse_inference_s
 from gpuserve.api.status import InferenceServiceStatus, PoolStatus
 from gpuserve.placement import service_plan
 from gpuserve.placement.service_plan import ServicePlan, plan_service
+from gpuserve.resources import inference_pool
 from gpuserve.resources.naming import (
     ANNOTATION_DEMOTED_AT,
     LABEL_ROLE,
@@ -297,6 +298,13 @@ def _apply(
     for name in stale:  # the pool of a class no longer listed or no longer usable
         if kube.delete_deployment(namespace, name):
             outcome.events.append(("Normal", "Retired", f"deleted Deployment {name}"))
+    for kind, name in view.children:  # a service that is no longer an LLM service
+        if (
+            kind == inference_pool.KIND
+            and (kind, name) not in rendered
+            and kube.delete(inference_pool.API_VERSION, inference_pool.KIND, name, namespace)
+        ):
+            outcome.events.append(("Normal", "Retired", f"deleted {kind} {name}"))
     if applied:
         outcome.events.append(("Normal", "Applied", f"applied {applied} child object(s)"))
     return None

@@ -191,6 +191,21 @@ def delete_deployment(namespace: str, name: str) -> bool:
     return True
 
 
+def delete(api_version: str, kind: str, name: str, namespace: str) -> bool:
+    """Delete a child the service no longer renders; False if it, or its whole kind (a
+    CRD that was removed), is already gone."""
+    try:
+        _resource(api_version, kind).delete(name=name, namespace=namespace)
+    except (NotFoundError, ResourceNotFoundError):
+        return False
+    except ApiException as exc:
+        if _target_gone(exc):
+            return False
+        raise
+    WRITES[f"{kind}/delete"] += 1
+    return True
+
+
 def patch_pod_metadata(
     namespace: str, name: str, *, labels: dict[str, str], annotations: dict[str, str]
 ) -> bool:

@@ -18,7 +18,7 @@ import yaml
 
 from e2e.cluster import extension_crds, lifecycle, reaping, settings
 from e2e.cluster.testkit import ClusterHandle, wait_for
-from e2e.invalid_cases import valid_llm_service
+from e2e.invalid_cases import valid_llm_service, valid_service
 from e2e.operatorkit import (
     OperatorProcess,
     install_classes,
@@ -182,6 +182,28 @@ def test_an_llm_service_gets_a_pool_the_api_server_accepts(
     wait_for(lambda: _pool(cluster, namespace, name) is None, 90, "the pool collected")
     assert operator.alive()
     assert "Traceback" not in operator.log_text()
+
+
+def test_a_service_that_stops_being_an_llm_service_loses_its_pool(
+    operator: OperatorProcess, cluster: ClusterHandle, namespace: str
+) -> None:
+    name = "was-llm"
+    _apply(cluster, _llm_service(name), namespace)
+    wait_for(lambda: _pool(cluster, namespace, name), 60, f"InferencePool {name}")
+    # kubectl apply drops what the new manifest no longer says (llm, token objectives).
+    _apply(cluster, valid_service(name), namespace)
+    wait_for(lambda: _pool(cluster, namespace, name) is None, 60, "the pool retired")
+
+    def condition_gone() -> bool:
+        svc = _get(cluster, "inferenceservice", name, "-n", namespace)
+        return svc is not None and _condition(svc, "InferencePoolApplied") is None
+
+    wait_for(condition_gone, 60, "InferencePoolApplied dropped from the status")
+    events = cluster.kubectl(
+        "get", "events", "-n", namespace, "--field-selector", "reason=Retired", "-o", "json"
+    ).stdout
+    assert f"deleted InferencePool {name}" in events
+    assert operator.alive() and "Traceback" not in operator.log_text()
 
 
 def _valid_pool(name: str) -> dict[str, Any]:

@@ -107,6 +107,7 @@ BINDINGS: dict[str, tuple[str, str | None]] = {
     "get_custom": ("plural", None),
     "patch_pod_metadata": ("static", "pods"),
     "delete_deployment": ("static", "deployments"),
+    "delete": ("kind", None),
 }
 # Producers of the objects passed to kube.apply_if_changed, per calling function.
 APPLY_SOURCES: dict[tuple[str, str], str] = {
@@ -682,9 +683,10 @@ def test_derived_needs_cover_what_the_operator_is_known_to_do() -> None:
     assert ("scheduling.k8s.io", "priorityclasses", "get") in needs  # startup apply
     assert ("", "nodes", "watch") in needs
     assert EVENTS in needs
-    # The only deletion: the pool Deployment of a class no longer listed or usable.
+    # The only deletions: the pool Deployment of a class no longer listed or usable, and
+    # the InferencePool of a service that is no longer an LLM service.
     deletions = {(g, r) for g, r, v in needs if v in ("delete", "deletecollection")}
-    assert deletions == {("apps", "deployments")}
+    assert deletions == {("apps", "deployments"), ("inference.networking.k8s.io", "inferencepools")}
     assert not any(v == "update" for _, _, v in needs)
 
 
