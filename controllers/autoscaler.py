@@ -29,7 +29,7 @@ from controllers.prometheus_source import VLLM_WINDOWS_S, Reading, Readings, Vll
 from controllers.settings import PROMETHEUS_URL
 from controllers.state import RATE_WINDOW_S, OperatorState, ScalingMemory, state_of, uid_of
 from gpuserve.api.conditions import ConditionWriter
-from gpuserve.api.models import InferenceService, parse_inference_service
+from gpuserve.api.models import LLM_FORMATS, InferenceService, parse_inference_service
 from gpuserve.api.status import InferenceServiceStatus, ScalingDecisionStatus
 from gpuserve.autoscaling import Decision, MetricHistory, MetricSample, PolicyMemory, decide
 from gpuserve.autoscaling.config import PolicyConfig
@@ -86,6 +86,10 @@ def evaluate(
     # spec and pods): the policy would hold again. Checked before anything is parsed, so a
     # pass over thousands of idle services stays cheap.
     silent = _silent(reading, readings, key)
+    if silent and _llm_format(body):
+        # An LLM service is sized from its vLLM series: silent only without those too.
+        found = vllm()
+        silent = found is None or not found.of(*key)
     pods = list(kw["service_pods"].get(key, []))
     ready = sum(1 for p in pods if p.ready)
     quiet = (meta.get("generation"), reading.error, len(pods), ready)
@@ -275,6 +279,12 @@ def _announce(
             reason=("Advised" + verb) if advisory else verb,
             message=f"{decision.current_replicas} -> {decision.desired_replicas}: {record.reason}",
         )
+
+
+def _llm_format(body: dict[str, Any]) -> bool:
+    """Whether the raw body names an LLM format (read before the body is parsed)."""
+    model = ((body.get("spec") or {}).get("model")) or {}
+    return model.get("format") in LLM_FORMATS
 
 
 def _silent(reading: Reading, readings: Readings | None, key: tuple[str, str]) -> bool:

@@ -30,9 +30,15 @@ class Histogram:
     count: float
 
     def minus(self, earlier: Histogram | None) -> Histogram:
-        """The observations made since ``earlier`` (same bounds)."""
+        """The observations made since ``earlier`` (same bounds). Sums over replicas go
+        down when a replica leaves (or restarts) within the window: such a window measures
+        nothing (an empty histogram), rather than negative counts."""
         if earlier is None or earlier.bounds != self.bounds:
             return self
+        if self.count < earlier.count or any(
+            a < b for a, b in zip(self.cumulative, earlier.cumulative, strict=True)
+        ):
+            return Histogram(self.bounds, tuple(0.0 for _ in self.bounds), 0.0, 0.0)
         return Histogram(
             self.bounds,
             tuple(a - b for a, b in zip(self.cumulative, earlier.cumulative, strict=True)),

@@ -65,6 +65,23 @@ def test_two_scrapes_give_the_windows_rate_mix_and_state() -> None:
         observe(later, first, quantile=0.9)
 
 
+def test_a_window_whose_sums_went_down_measures_nothing_and_decides_without_error() -> None:
+    # Summed over replicas, counters drop when a replica leaves within the window.
+    first = snapshot_from_samples(0.0, _scrape([300.0] * 40, [0.05] * 40, [0.2, 0.4]))
+    later = snapshot_from_samples(15.0, _scrape([300.0] * 25, [0.05] * 25, [0.2]))
+    seen = observe(first, later, quantile=0.9)
+    assert seen.rate == 0.0 and seen.shape is None and seen.ttft_high_s is None
+    decision = decide_llm(
+        policy=POLICY,
+        stable=seen,
+        recent=seen,
+        pools=_pools(2),
+        now=15.0,
+        memory=PolicyMemory(),
+    )
+    assert decision.desired_replicas >= 1
+
+
 OBJECTIVES = TokenObjectives(ttft_s=1.0, tpot_s=0.05)
 SHAPE = LoadShape(1000.0, 4000.0, 200.0)
 POLICY = LLMPolicy(OBJECTIVES)
