@@ -13,26 +13,18 @@ import os
 import re
 import secrets
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from e2e.cluster import binaries, lifecycle, reaping, settings
-from e2e.cluster.testkit import ClusterHandle, wait_for
+from e2e.cluster.testkit import ClusterHandle, run_cluster_cli, wait_for
 
 UP_TIMEOUT_S = 300.0
 DOWN_TIMEOUT_S = 120.0
 NAMESPACE_DELETE_TIMEOUT_S = 90.0
 EXTERNAL_KUBECONFIG_ENV = "GPUSERVE_E2E_KUBECONFIG"
-
-
-def run_cluster_cli(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    """Runs `python -m e2e.cluster <command>` the way a user would."""
-    return subprocess.run([sys.executable, "-m", "e2e.cluster", command],
-                          cwd=settings.REPO_ROOT, capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ))
 
 
 # Namespaces the `namespace` fixture asked to delete. The namespace controller waits 5 s

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 import yaml
 
 from e2e.cluster import extension_crds, lifecycle, reaping, settings
-from e2e.cluster.testkit import ClusterHandle, wait_for
+from e2e.cluster.testkit import ClusterHandle, run_cluster_cli, wait_for
 from e2e.invalid_cases import valid_llm_service, valid_service
 from e2e.operatorkit import (
     OperatorProcess,
@@ -278,14 +277,7 @@ def bare_cluster(cluster: ClusterHandle, tmp_path: Path) -> Iterator[ClusterHand
     state = settings.StateLayout(tmp_path / "cluster")
 
     def cli(command: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "e2e.cluster", command],
-            cwd=settings.REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
-        )
+        return run_cluster_cli(command, 300, env)
 
     try:
         up = cli("up")

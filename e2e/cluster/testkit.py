@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -24,6 +26,23 @@ class KubectlError(subprocess.CalledProcessError):
     def __str__(self) -> str:
         return (f"{' '.join(map(str, self.cmd))} exited with {self.returncode}: "
                 f"{(self.stderr or '').strip()}")
+
+
+def run_cluster_cli(
+    command: str, timeout: float, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Runs `python -m e2e.cluster <command>` the way a user would, in ``env`` (default:
+    this process's environment, where GPUSERVE_CLUSTER_DIR and GPUSERVE_PORT_OFFSET
+    choose the cluster)."""
+    return subprocess.run(
+        [sys.executable, "-m", "e2e.cluster", command],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ if env is None else env),
+        check=False,
+    )
 
 
 def kubectl_binary() -> str:

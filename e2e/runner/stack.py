@@ -126,9 +126,9 @@ def harness_cluster(timeout: float = 300.0) -> Iterator[ClusterHandle]:
     """The local harness cluster for scripts: reused if up (and left up), else started
     here and stopped at the end ($GPUSERVE_CLUSTER_DIR / $GPUSERVE_PORT_OFFSET apply)."""
     import subprocess
-    import sys
 
     from e2e.cluster import lifecycle, reaping, settings
+    from e2e.cluster.testkit import run_cluster_cli
 
     state = settings.layout()
     if lifecycle.is_up(state):
@@ -137,14 +137,7 @@ def harness_cluster(timeout: float = 300.0) -> Iterator[ClusterHandle]:
     reaping.become_subreaper()  # the daemons outlive `up`; adopt them so they get reaped
 
     def cli(command: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "e2e.cluster", command],
-            cwd=settings.REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        return run_cluster_cli(command, timeout)
 
     result = cli("up")
     pids = [r.pid for r in lifecycle.read_records(state).values()]

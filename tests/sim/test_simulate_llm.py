@@ -172,15 +172,22 @@ def test_a_bad_trace_is_named_with_the_reason(
     assert "Traceback" not in err
 
 
+def _with_acme(tmp_path: Path, classes: str, *, price: float) -> Path:
+    """The example service naming ``classes``, beside a class ``acme`` whose GPU has no
+    datasheet."""
+    service = tmp_path / "llama.yaml"
+    service.write_text(
+        EXAMPLE.read_text().replace("classes: [h100, a100-3g40gb, l4]", f"classes: {classes}")
+        + "---\napiVersion: gpuserve.io/v1alpha1\nkind: AcceleratorClass\n"
+        f"metadata: {{name: acme}}\nspec: {{gpuProduct: ACME-X1, costPerHour: {price}}}\n"
+    )
+    return service
+
+
 def test_a_class_without_a_datasheet_runs_on_the_default_engine_and_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    service = tmp_path / "llama.yaml"
-    service.write_text(
-        EXAMPLE.read_text().replace("classes: [h100, a100-3g40gb, l4]", "classes: [acme]")
-        + "---\napiVersion: gpuserve.io/v1alpha1\nkind: AcceleratorClass\n"
-        "metadata: {name: acme}\nspec: {gpuProduct: ACME-X1, costPerHour: 1.5}\n"
-    )
+    service = _with_acme(tmp_path, "[acme]", price=1.5)
     trace = _slice(AZURE, 40, tmp_path / "azure.csv")
     code = main(["simulate", "-f", str(service), "--trace", str(trace)])
     out = capsys.readouterr().out
@@ -281,12 +288,7 @@ def test_compare_classes_names_the_closest_when_none_meets(
 def test_compare_classes_lists_a_class_without_a_datasheet_unsimulated(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    service = tmp_path / "llama.yaml"
-    service.write_text(
-        EXAMPLE.read_text().replace("classes: [h100, a100-3g40gb, l4]", "classes: [h100, acme]")
-        + "---\napiVersion: gpuserve.io/v1alpha1\nkind: AcceleratorClass\n"
-        "metadata: {name: acme}\nspec: {gpuProduct: ACME-X1, costPerHour: 0.1}\n"
-    )
+    service = _with_acme(tmp_path, "[h100, acme]", price=0.1)
     trace = _slice(AZURE, 301, tmp_path / "azure.csv")
     plot = tmp_path / "c.png"
     code, out, err = _simulate(capsys, service, trace, "--compare-classes", "--plot", str(plot))
