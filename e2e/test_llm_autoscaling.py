@@ -20,6 +20,7 @@ from e2e.cluster.testkit import ClusterHandle, wait_for
 from e2e.invalid_cases import valid_class, valid_llm_service
 from e2e.loadgen import Limits, StreamReplay, Target, constant_rate_requests
 from e2e.loadgen.results import percentile
+from e2e.loadgen.streams import trace_requests
 from e2e.marks import LOCAL_DATA_PLANE
 from e2e.runner.stack import Stack, apply, local_stack, service_status
 from e2e.test_warm_pool import settled
@@ -27,6 +28,7 @@ from e2e.triton.requests import LLMRequest
 from gpuserve.api.models import AcceleratorClassSpec, InferenceServiceSpec
 from gpuserve.llm.gpus import engine_params_for_class
 from gpuserve.llm.params import EngineParams
+from gpuserve.sim.llm.traces import mooncake
 
 pytestmark = LOCAL_DATA_PLANE
 
@@ -125,3 +127,46 @@ def test_an_llm_service_scales_on_its_token_objectives_and_back(
         "the LLM service back at one replica",
         explain=seen,
     )
+
+
+MOONCAKE = Path(__file__).resolve().parent.parent / "traces" / "mooncake-conversation-2025.jsonl"
+
+
+def test_a_mooncake_replay_shows_prefix_cache_hits_in_prometheus(
+    stack: Stack, cluster: ClusterHandle, namespace: str
+) -> None:
+    """The first 40 requests of the Mooncake conversation trace, with their prompt-block
+    hashes (a shared system prompt and earlier turns), streamed to an LLM service on the
+    local cluster: Prometheus scrapes the prefix-cache hits vLLM's names carry."""
+    name = "prefix"
+    body = llm_service(name)
+    spec = body["spec"]
+    # Mooncake hashes 512-token blocks; its prompts reach 120k tokens; a quick prefill.
+    spec["model"]["parameters"] = {
+        "block_size": "512",
+        "num_blocks": "1024",
+        "max_model_len": "131072",
+        "decode_base_s": "0.005",
+        "prefill_s_per_token": "0.000005",
+    }
+    spec["llm"] = {"parameters": "8B", "maxContextLength": 131072, "prefixCaching": True}
+    spec["scaling"] = {"minReplicas": 1, "maxReplicas": 1}
+    apply(cluster, namespace, body)
+    wait_for(lambda: settled(stack, namespace, name, 1, 0), 180, "one LLM replica serving")
+    with MOONCAKE.open() as lines:
+        requests = trace_requests(mooncake(lines), max_output_tokens=4, count=40)
+    target = Target(
+        model="llm",
+        endpoints=stack.plane.runner.endpoints_for(namespace, name),
+        request_timeout_s=60.0,
+    )
+    limit = requests[-1].offset_s + 90
+    result = StreamReplay(requests, target, Limits(max_wall_s=limit)).start().join()
+    assert result.failures == 0, result.errors()[:3]
+    prometheus = stack.plane.prometheus
+    assert prometheus is not None
+    where = f'{{namespace="{namespace}",service="{name}"}}'
+    hits = prometheus.wait_for(f"sum(vllm:prefix_cache_hits_total{where}) > 0", timeout=30)
+    queried = prometheus.query(f"sum(vllm:prefix_cache_queries_total{where})")
+    hit_tokens, queried_tokens = float(hits[0]["value"][1]), float(queried[0]["value"][1])
+    assert hit_tokens % 512 == 0 and 0 < hit_tokens < queried_tokens
