@@ -135,3 +135,27 @@ def test_the_policy_prices_each_known_class_and_leaves_the_rest_to_the_defaults(
     assert policy.params_for("l4").decode_base_s > policy.params_for("h100").decode_base_s
     assert policy.params_for("a100-3g40gb") == policy.params
     assert policy.params_for("l4").max_running == 128  # the spec's bound, not the default
+
+
+@pytest.mark.parametrize(
+    "record_file", ["gpu-engine-timing-h200.json", "gpu-engine-timing-h200-3b.json"]
+)
+def test_an_h200_the_figures_were_not_taken_from_is_predicted_by_its_datasheet(
+    record_file: str,
+) -> None:
+    record = json.loads((REPO / "docs/bench-notes" / record_file).read_text())
+    measured = fit_step_costs(
+        [DecodeTiming(d["batch"], d["context"], d["seconds"]) for d in record["decode"]],
+        [PrefillTiming(p["tokens"], p["seconds"]) for p in record["prefill"]],
+    )
+    spec = _spec(
+        parameters=None,
+        weightBytes=str(record["weights_bytes"]),
+        kvCacheBytesPerToken=record["shape"]["layers"] * 2 * record["shape"]["kv_heads"] * 256,
+    )
+    h200 = AcceleratorClassSpec.model_validate({"gpuProduct": "NVIDIA-H200", "memoryGiB": 141})
+    derived = engine_params_for_class(spec, h200, BASE)
+    assert derived is not None
+    # The costs that matter (docs/bench-notes/gpu-engine-timing.md): within 8%.
+    for name in ("decode_base_s", "decode_s_per_context_token", "prefill_s_per_token"):
+        assert getattr(derived, name) == pytest.approx(getattr(measured, name), rel=0.08), name
