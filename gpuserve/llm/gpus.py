@@ -22,6 +22,7 @@ from gpuserve.api.llm_sizing import (
     GIB,
     PRECISION_BYTES,
     kv_cache_dtype,
+    memory_need,
     parameter_count,
     weight_bytes,
 )
@@ -118,9 +119,11 @@ def engine_params_for_class(
     kv_bytes = (llm.kv_cache_bytes_per_token or DEFAULT_KV_BYTES_PER_TOKEN) * (
         PRECISION_BYTES[kv_cache_dtype(spec, llm)] / 2.0  # the figure is given at 16 bits
     )
-    memory = (cls.memory_gib * GIB if cls.memory_gib is not None else sheet.memory_gb * 1e9) * gpus
-    # vLLM's rule: the fraction is of the whole memory, weights and activations included.
-    cache_bytes = llm.kv_cache_memory_fraction * memory - weights - ACTIVATION_BYTES
+    memory_gib = cls.memory_gib if cls.memory_gib is not None else sheet.memory_gb * 1e9 / GIB
+    # What each GPU's budget leaves beside its share of the weights (the backend's own
+    # rule, as placement checks it), over the pod, less the activations.
+    need = memory_need(spec, llm, memory_gib)
+    cache_bytes = (need.budget_gib - need.weights_gib) * GIB * gpus - ACTIVATION_BYTES
     blocks = int(cache_bytes // (kv_bytes * base.block_size))
     if blocks * base.block_size < llm.max_context_length:
         return None
