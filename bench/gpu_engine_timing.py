@@ -37,12 +37,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from gpuserve.llm.params import EngineParams  # noqa: E402
-from gpuserve.llm.step_fit import (  # noqa: E402
-    DecodeTiming,
-    FittedCosts,
-    PrefillTiming,
-    fit_step_costs,
-)
+from gpuserve.llm.step_fit import fit_record  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -265,13 +260,6 @@ def measure(shape: Shape, replays: int) -> dict[str, Any]:  # pragma: no cover -
     }
 
 
-def fitted(record: dict[str, Any]) -> FittedCosts:
-    return fit_step_costs(
-        [DecodeTiming(int(d["batch"]), int(d["context"]), d["seconds"]) for d in record["decode"]],
-        [PrefillTiming(int(p["tokens"]), p["seconds"]) for p in record["prefill"]],
-    )
-
-
 def kv_blocks(record: dict[str, Any], utilisation: float = 0.9, block: int = 16) -> int:
     """KV blocks vLLM would make at ``utilisation`` of the card, less weights and ~3 GB
     of activations (the same allowance as the defaults' derivation)."""
@@ -307,7 +295,7 @@ def predicted(record: dict[str, Any]) -> EngineParams | None:
 
 
 def report(record: dict[str, Any]) -> None:
-    costs = fitted(record)
+    costs = fit_record(record)
     defaults = EngineParams()
     print(
         f"\n{record['device']}, torch {record['torch']} (CUDA {record['cuda']}), "

@@ -12,9 +12,10 @@ would make a larger batch cheaper).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import combinations
+from typing import Any
 
 from gpuserve.llm.params import EngineParams
 
@@ -135,4 +136,13 @@ def fit_step_costs(decode: Sequence[DecodeTiming], prefill: Sequence[PrefillTimi
         prefill_worst_error=max(
             abs((base + per_token * p.tokens) / p.seconds - 1) for p in prefill
         ),
+    )
+
+
+def fit_record(record: Mapping[str, Any]) -> FittedCosts:
+    """The costs of a calibration run as ``bench/gpu_engine_timing.py`` records it: its
+    ``decode`` (batch, context, seconds) and ``prefill`` (tokens, seconds) entries."""
+    return fit_step_costs(
+        [DecodeTiming(int(d["batch"]), int(d["context"]), d["seconds"]) for d in record["decode"]],
+        [PrefillTiming(int(p["tokens"]), p["seconds"]) for p in record["prefill"]],
     )

@@ -14,7 +14,7 @@ from gpuserve.api.models import AcceleratorClassSpec, InferenceServiceSpec
 from gpuserve.llm.from_spec import llm_policy_from_spec
 from gpuserve.llm.gpus import STEP_OVERHEAD_S, datasheet_for, engine_params_for_class
 from gpuserve.llm.params import EngineParams
-from gpuserve.llm.step_fit import DecodeTiming, PrefillTiming, fit_step_costs
+from gpuserve.llm.step_fit import FittedCosts, fit_record
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = EngineParams()
@@ -37,20 +37,22 @@ def _on(name: str, spec: InferenceServiceSpec | None = None) -> EngineParams:
     return params
 
 
-@pytest.mark.parametrize(
-    "record_file", ["gpu-engine-timing-h100.json", "gpu-engine-timing-h100-3b.json"]
-)
-def test_the_h100_engine_is_the_measured_one(record_file: str) -> None:
+def _recorded(record_file: str) -> tuple[FittedCosts, InferenceServiceSpec]:
+    """A committed calibration run's fitted costs, and a service of its model's size."""
     record = json.loads((REPO / "docs/bench-notes" / record_file).read_text())
-    measured = fit_step_costs(
-        [DecodeTiming(d["batch"], d["context"], d["seconds"]) for d in record["decode"]],
-        [PrefillTiming(p["tokens"], p["seconds"]) for p in record["prefill"]],
-    )
     spec = _spec(
         parameters=None,
         weightBytes=str(record["weights_bytes"]),
         kvCacheBytesPerToken=record["shape"]["layers"] * 2 * record["shape"]["kv_heads"] * 256,
     )
+    return fit_record(record), spec
+
+
+@pytest.mark.parametrize(
+    "record_file", ["gpu-engine-timing-h100.json", "gpu-engine-timing-h100-3b.json"]
+)
+def test_the_h100_engine_is_the_measured_one(record_file: str) -> None:
+    measured, spec = _recorded(record_file)
     derived = _on("h100", spec)
     assert derived.decode_base_s == pytest.approx(measured.decode_base_s, rel=0.03)
     assert derived.decode_s_per_context_token == pytest.approx(
@@ -143,16 +145,7 @@ def test_the_policy_prices_each_known_class_and_leaves_the_rest_to_the_defaults(
 def test_an_h200_the_figures_were_not_taken_from_is_predicted_by_its_datasheet(
     record_file: str,
 ) -> None:
-    record = json.loads((REPO / "docs/bench-notes" / record_file).read_text())
-    measured = fit_step_costs(
-        [DecodeTiming(d["batch"], d["context"], d["seconds"]) for d in record["decode"]],
-        [PrefillTiming(p["tokens"], p["seconds"]) for p in record["prefill"]],
-    )
-    spec = _spec(
-        parameters=None,
-        weightBytes=str(record["weights_bytes"]),
-        kvCacheBytesPerToken=record["shape"]["layers"] * 2 * record["shape"]["kv_heads"] * 256,
-    )
+    measured, spec = _recorded(record_file)
     h200 = AcceleratorClassSpec.model_validate({"gpuProduct": "NVIDIA-H200", "memoryGiB": 141})
     derived = engine_params_for_class(spec, h200, BASE)
     assert derived is not None

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpuserve.llm.params import EngineParams
-from gpuserve.llm.step_fit import DecodeTiming, PrefillTiming, fit_step_costs
+from gpuserve.llm.step_fit import DecodeTiming, PrefillTiming, fit_record, fit_step_costs
 
 RECORD = Path(__file__).resolve().parents[2] / "docs/bench-notes/gpu-engine-timing-h100.json"
 TRUTH = EngineParams(
@@ -74,11 +74,7 @@ def test_too_little_or_impossible_data_is_refused_naming_it() -> None:
 
 
 def test_the_recorded_h100_run_fits_within_its_documented_errors() -> None:
-    record = json.loads(RECORD.read_text())
-    costs = fit_step_costs(
-        [DecodeTiming(d["batch"], d["context"], d["seconds"]) for d in record["decode"]],
-        [PrefillTiming(p["tokens"], p["seconds"]) for p in record["prefill"]],
-    )
+    costs = fit_record(json.loads(RECORD.read_text()))
     # docs/bench-notes/gpu-engine-timing.md quotes these figures.
     assert costs.decode_base_s == pytest.approx(7.9e-3, rel=0.02)
     assert costs.prefill_s_per_token == pytest.approx(28.8e-6, rel=0.02)
