@@ -12,7 +12,7 @@ import datetime
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -290,20 +290,16 @@ def _apply(
         # through): say so and wait for a new spec instead of retrying forever.
         return "InvalidChild", _api_message(exc)
     rendered = {(c["kind"], c["metadata"]["name"]) for c in children}
-    stale = [
-        name
-        for (kind, name) in view.children
-        if kind == "Deployment" and (kind, name) not in rendered
-    ]
-    for name in stale:  # the pool of a class no longer listed or no longer usable
-        if kube.delete_deployment(namespace, name):
-            outcome.events.append(("Normal", "Retired", f"deleted Deployment {name}"))
-    for kind, name in view.children:  # a service that is no longer an LLM service
-        if (
-            kind == inference_pool.KIND
-            and (kind, name) not in rendered
-            and kube.delete(inference_pool.API_VERSION, inference_pool.KIND, name, namespace)
-        ):
+    # Children the spec no longer renders: the pool Deployment of a class no longer listed
+    # or usable, the InferencePool of a service that is no longer an LLM service.
+    retire: dict[str, Callable[[str], bool]] = {
+        "Deployment": lambda name: kube.delete_deployment(namespace, name),
+        inference_pool.KIND: lambda name: kube.delete(
+            inference_pool.API_VERSION, inference_pool.KIND, name, namespace
+        ),
+    }
+    for kind, name in view.children:
+        if kind in retire and (kind, name) not in rendered and retire[kind](name):
             outcome.events.append(("Normal", "Retired", f"deleted {kind} {name}"))
     if applied:
         outcome.events.append(("Normal", "Applied", f"applied {applied} child object(s)"))
