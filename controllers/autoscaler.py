@@ -253,10 +253,8 @@ def _decide_llm(
     ]
     stable = next((w for w in windows if w is not None), None)  # the longest there is
     recent = windows[-1] if windows else None
-    serving = [pool for pool in pools.classes if pool.serving_ready > 0]
-    served_by = max(serving, key=lambda pool: pool.serving_ready).name if serving else None
     fitted, factor = calibrated(
-        policy, stable, latest.replicas if latest is not None else 0, served_by
+        policy, stable, latest.replicas if latest is not None else 0, pools.most_serving
     )
     decision = decide_llm(
         policy=fitted, stable=stable, recent=recent, pools=pools, now=now, memory=memory

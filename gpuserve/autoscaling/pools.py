@@ -43,6 +43,12 @@ class PoolState:
         return sum(c.serving_ready for c in self.classes)
 
     @property
+    def most_serving(self) -> str | None:
+        """The class with the most ready serving pods (the first on a tie); None without."""
+        busiest = max(self.classes, key=lambda c: c.serving_ready, default=None)
+        return busiest.name if busiest is not None and busiest.serving_ready > 0 else None
+
+    @property
     def committed(self) -> int:
         return sum(c.committed for c in self.classes)
 
