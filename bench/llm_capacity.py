@@ -1,15 +1,22 @@
 """LLM services: gpuserve's token-objective scaler against the LLM autoscalers, token-level.
 
-    .venv/bin/python bench/llm_capacity.py [--seeds 3] [--only azure,mooncake,bursty,flash]
-                                           [--routing-only] [--minutes M]
+    .venv/bin/python bench/llm_capacity.py [--seeds 3] [--minutes M] [--routing-only]
+        [--only azure-conv,mooncake-conv,bursty,flash-crowd]
+
+(the routing table runs with mooncake-conv, with no --only, or alone with --routing-only)
 
 Per workload and load (two each): TTFT, TPOT and joint attainment, GPU-hours and their ratio
 to the oracle, goodput per GPU (output tokens of requests within both objectives per
 GPU-second) and its ratio to static-at-peak, the largest replica count, and the wall time
 per simulated hour of each policy; means over the seeds (attainment also its worst seed).
-Then prefix-affinity vs random routing on the Mooncake conversation trace. Engine: Llama 3
-8B on one H100 (gpuserve/llm/params.py), 45 s replica start-up. docs/bench-notes/
-llm-capacity.md records the figures and the command.
+Then prefix-affinity vs random routing on the Mooncake conversation trace.
+
+Engine: the ``EngineParams`` defaults, Llama 3 8B bf16 on one H100 SXM as measured (what
+gpuserve/llm/gpus.py derives for it from the H100's datasheet at the efficiencies a real
+H100 showed: 7.86 ms a step, 28.9 us a prompt token; docs/bench-notes/gpu-engine-timing.md),
+with a 128k context; 45 s replica start-up. Runs before 2026-11-24 used the earlier,
+datasheet-guessed defaults. docs/bench-notes/llm-capacity.md records the figures and the
+commands.
 """
 
 from __future__ import annotations
@@ -40,10 +47,10 @@ from gpuserve.sim.llm.traces import (  # noqa: E402
 
 AZURE = REPO / "traces" / "azure-llm-conv-2023.csv"
 MOONCAKE = REPO / "traces" / "mooncake-conversation-2025.jsonl"
-# Llama 3.1 8B's 128k context; the cache (27,000 x 16 tokens) holds it.
+# Llama 3.1 8B's 128k context; the measured H100's cache (27,804 x 16 tokens) holds it.
 CHAT = EngineParams(max_model_len=131_072)
 # Mooncake hashes 512-token blocks: the engine keeps the same granularity (same cache size).
-LONG = EngineParams(block_size=MOONCAKE_BLOCK, num_blocks=843, max_model_len=131_072)
+LONG = replace(CHAT, block_size=MOONCAKE_BLOCK, num_blocks=CHAT.capacity_tokens // MOONCAKE_BLOCK)
 CHAT_SLO = TokenObjectives(ttft_s=1.0, tpot_s=0.05, quantile=0.99)
 LONG_SLO = TokenObjectives(ttft_s=10.0, tpot_s=0.1, quantile=0.99)
 

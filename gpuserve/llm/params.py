@@ -1,20 +1,28 @@
 """The engine's size and speed: one frozen set of parameters with documented defaults.
 
-The defaults stand for Llama 3 8B in bf16 on one H100 SXM (80 GB) under vLLM, derived from
-the model's shape and the GPU's datasheet rather than measured:
+The defaults stand for Llama 3 8B in bf16 on one H100 SXM (80 GB) under vLLM, as measured:
+they are what ``gpuserve/llm/gpus.py`` derives for that model on that GPU (the H100's
+datasheet at the efficiencies a real H100 showed; docs/bench-notes/gpu-engine-timing.md),
+rounded to three figures. ``tests/llm/test_gpus.py`` holds the two together.
 
-- A forward pass reads all 16 GB of weights once, about 5 ms at 3.35 TB/s: the fixed cost
-  of every step, whatever it computes (``decode_base_s``).
-- A token costs about 2 x 8e9 FLOP; at roughly 60% of the GPU's 989 dense bf16 TFLOP/s that
-  is ~27 us, for a prompt token (``prefill_s_per_token``) as for a decoded one
-  (``decode_s_per_seq``, which also covers sampling).
+- A decode step costs 7.86 ms whatever it computes (``decode_base_s``): 1.79 ms of kernel
+  launches and small kernels, plus 1.27 reads of the 16 GB of weights at 3.35 TB/s.
+- A prompt token costs 2 x 8e9 FLOP at 56% of the GPU's 989 dense bf16 TFLOP/s, 28.9 us
+  (``prefill_s_per_token``); a decoding sequence adds 44% of that FLOP time at the full
+  rate, 7.12 us (``decode_s_per_seq``, which also covers sampling).
 - Attention reads each cached token's keys and values, 128 KiB per token (32 layers x 8 KV
-  heads x 128 x 2 x 2 bytes), ~40 ns at the same bandwidth (``decode_s_per_context_token``).
-- 90% of 80 GB, less the weights and ~3 GB of activations, leaves ~54 GiB of KV cache:
-  ~440k tokens, 27,000 blocks of 16 (``num_blocks``).
+  heads x 128 x 2 x 2 bytes), at 1.07 times their read time: 41.9 ns
+  (``decode_s_per_context_token``).
+- 90% of 80 GiB, less the weights and 3 GB of activations, leaves ~54 GiB of KV cache:
+  27,804 blocks of 16 tokens, ~445k tokens (``num_blocks``; vLLM's memory rule as placement
+  checks it, not measured).
 - ``block_size`` 16, ``max_running`` 256 and ``max_batched_tokens`` 8192 are vLLM's
   defaults (``block_size``, ``max_num_seqs``, ``max_num_batched_tokens``); ``max_model_len``
   8192 is Llama 3's context.
+
+Until 2026-11-24 the defaults were a datasheet guess (5 ms a step, 27 us a prompt token,
+30 us a decoding sequence, 40 ns a context token, 27,000 blocks); the LLM capacity tables in
+docs/bench-notes/llm-capacity.md dated before then ran on it.
 """
 
 from __future__ import annotations
@@ -29,15 +37,15 @@ class EngineParams:
     """What bounds and what costs one engine (one model replica)."""
 
     block_size: int = 16  # tokens per KV-cache block
-    num_blocks: int = 27_000  # KV-cache blocks on the replica
+    num_blocks: int = 27_804  # KV-cache blocks on the replica
     max_running: int = 256  # sequences batched at once
     max_batched_tokens: int = 8192  # tokens computed per step (longer prompts are chunked)
     max_model_len: int = 8192  # prompt + output tokens of one request
     prefix_caching: bool = True
-    prefill_s_per_token: float = 27e-6  # per uncached prompt token computed
-    decode_base_s: float = 5e-3  # per step: reading the weights
-    decode_s_per_seq: float = 30e-6  # per sequence decoding a token this step
-    decode_s_per_context_token: float = 40e-9  # per token in the decoding sequences' contexts
+    prefill_s_per_token: float = 28.9e-6  # per uncached prompt token computed
+    decode_base_s: float = 7.86e-3  # per step: launches and reading the weights
+    decode_s_per_seq: float = 7.12e-6  # per sequence decoding a token this step
+    decode_s_per_context_token: float = 41.9e-9  # per token in the decoding sequences' contexts
 
     def __post_init__(self) -> None:
         for name in ("block_size", "num_blocks", "max_running", "max_batched_tokens"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -70,7 +71,12 @@ def test_prefix_hits_raise_the_rate_and_a_faster_engine_too() -> None:
     base = replica_capacity(EngineParams(), shape, OBJECTIVES).rate
     cached = LoadShape(4000, 12000, 200, prefix_hit_rate=0.6)
     assert replica_capacity(EngineParams(), cached, OBJECTIVES).rate > 1.3 * base
-    faster = EngineParams(prefill_s_per_token=13.5e-6, decode_s_per_seq=15e-6)
+    params = EngineParams()
+    faster = replace(
+        params,
+        prefill_s_per_token=params.prefill_s_per_token / 2,
+        decode_s_per_seq=params.decode_s_per_seq / 2,
+    )
     assert replica_capacity(faster, shape, OBJECTIVES).rate > 1.3 * base
 
 

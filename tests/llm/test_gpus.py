@@ -63,6 +63,21 @@ def test_the_h100_engine_is_the_measured_one(record_file: str) -> None:
     assert derived.decode_s_per_seq == pytest.approx(measured.decode_s_per_seq, rel=0.25)
 
 
+def test_the_defaults_are_the_h100_engine_for_llama_3_8b() -> None:
+    # One engine, not two: the defaults (the fallback for a class nothing is known of, the
+    # emulator's and the capacity bench's engine) are gpus.py's H100 SXM for the example's
+    # Llama 3 8B, rounded to three figures.
+    derived = _on("h100")
+    for name in (
+        "decode_base_s",
+        "decode_s_per_seq",
+        "decode_s_per_context_token",
+        "prefill_s_per_token",
+        "num_blocks",
+    ):
+        assert getattr(BASE, name) == pytest.approx(getattr(derived, name), rel=0.005), name
+
+
 @pytest.mark.parametrize(
     ("product", "published_ms"),
     # vLLM, Llama 3 8B Instruct bf16, one request left streaming (docs/llm.md cites them).
