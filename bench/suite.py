@@ -5,8 +5,10 @@
 
 Prints one table per workload and load (totals over the seeds), then a summary: the
 default policy's attainment, 5-minute window compliance and GPU-hours over the oracle's,
-attainment after the first burst (nothing can be remembered before it), and which
-policies dominate it (better on one axis, no worse on the other).
+attainment after the first burst (nothing can be remembered before it), the share of its
+misses that arrived in a new peak (see ``new_peaks``: load busier than anything in the
+burst memory, which only foresight could have provisioned for), its attainment outside
+new peaks, and which policies dominate it (better on one axis, no worse on the other).
 
 ``--cache DIR`` keeps the prepared workloads (warm-up, calibration, oracle plan) and the
 peers' results per workload, load and seed: a rerun after a change to gpuserve's policy
@@ -39,7 +41,7 @@ from gpuserve.sim.comparing import (  # noqa: E402
     prepare,
     run_contenders,
 )
-from gpuserve.sim.generators import bin_stats  # noqa: E402
+from gpuserve.sim.generators import bin_counts, bin_stats, new_peaks  # noqa: E402
 from gpuserve.sim.lineup import POLICIES  # noqa: E402
 from gpuserve.sim.suite import LOADS, SUITE, TRACE_FILES  # noqa: E402
 from gpuserve.sim.workload import Workload, parse_trace  # noqa: E402
@@ -78,11 +80,14 @@ class Outcome:
     gpu_hours: float
     after_requests: int  # requests arriving after the first burst ended
     after_misses: int  # of which over the objective
+    peak_requests: int  # requests arriving in a new peak (``new_peaks``)
+    peak_misses: int  # of which over the objective
 
     @classmethod
-    def of(cls, run: Run, burst_end: float) -> Outcome:
+    def of(cls, run: Run, burst_end: float, peaks: list[tuple[float, float]]) -> Outcome:
         r = run.result
         count = _windows(r.arrivals, COMPLIANCE_WINDOW)
+        in_peak = [any(a <= t < b for a, b in peaks) for t in r.arrivals]
         return cls(
             requests=len(r.latencies),
             misses=r.misses(),
@@ -95,6 +100,12 @@ class Outcome:
                 for t, x in zip(r.arrivals, r.latencies, strict=True)
                 if t >= burst_end and x > r.slo_latency + 1e-12
             ),
+            peak_requests=sum(in_peak),
+            peak_misses=sum(
+                1
+                for p, x in zip(in_peak, r.latencies, strict=True)
+                if p and x > r.slo_latency + 1e-12
+            ),
         )
 
 
@@ -106,6 +117,7 @@ class Totals:
         self.windows_ok = self.windows = 0
         self.gpu_hours = self.oracle_hours = 0.0
         self.after_requests = self.after_misses = 0
+        self.peak_requests = self.peak_misses = 0
 
     def add(self, o: Outcome, oracle_hours: float) -> None:
         self.requests += o.requests
@@ -116,6 +128,8 @@ class Totals:
         self.oracle_hours += oracle_hours
         self.after_requests += o.after_requests
         self.after_misses += o.after_misses
+        self.peak_requests += o.peak_requests
+        self.peak_misses += o.peak_misses
 
     @property
     def attainment(self) -> float:
@@ -137,12 +151,10 @@ def _windows(arrivals: tuple[float, ...], window: float) -> int:
 def first_burst_end(arrivals: tuple[float, ...], bin_seconds: float = 10.0) -> float:
     """When the first burst is over: the first 10 s bin with at least twice the mean count,
     then the first bin after it back below the mean. 0 if there is no such bin."""
-    if not arrivals:
+    counts = bin_counts(arrivals, bin_seconds)
+    if not counts:
         return 0.0
-    bins = int(arrivals[-1] // bin_seconds) + 1
-    counts = [0] * bins
-    for t in arrivals:
-        counts[int(t // bin_seconds)] += 1
+    bins = len(counts)
     mean = len(arrivals) / bins
     peak = next((i for i, c in enumerate(counts) if c >= 2 * mean), None)
     if peak is None:
@@ -200,7 +212,12 @@ def main(argv: list[str] | None = None) -> int:
                 if not stats:  # the table prints the first seed's statistics
                     stats.append(bin_stats(measured))
                 burst_end = first_burst_end(measured.arrivals)
-                outcomes = _outcomes(setup, args, prepared, rows, key, burst_end)
+                peaks = new_peaks(
+                    measured.arrivals,
+                    memory=setup.policy().burst_memory,
+                    horizon=setup.gpu.cold_start,
+                )
+                outcomes = _outcomes(setup, args, prepared, rows, key, burst_end, peaks)
                 oracle = outcomes["oracle"].gpu_hours
                 for label, o in outcomes.items():
                     totals[label].add(o, oracle)
@@ -229,17 +246,20 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()
     print(f"\n## Summary ({args.seeds} seed(s), {time.perf_counter() - started:.0f}s)\n")
     print(
-        "| workload | load | default attainment | after first burst | "
-        "best peer attainment | 5-min windows ok | GPU-h / oracle | default dominated by | "
-        "default dominates |"
+        "| workload | load | default attainment | after first burst | misses in new peaks | "
+        "outside new peaks | best peer attainment | 5-min windows ok | GPU-h / oracle | "
+        "default dominated by | default dominates |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, load, d, over, under, best in summary:
         after = 1.0 - d.after_misses / d.after_requests if d.after_requests else 1.0
+        in_peaks = d.peak_misses / d.misses if d.misses else 0.0
+        outside = d.requests - d.peak_requests
+        rest = 1.0 - (d.misses - d.peak_misses) / outside if outside else 1.0
         print(
-            f"| {name} | {load:g}x | {d.attainment:.2%} | {after:.2%} | {best:.2%} | "
-            f"{d.window_share:.1%} | {d.ratio:.2f} | {', '.join(over) or '-'} | "
-            f"{', '.join(under) or '-'} |"
+            f"| {name} | {load:g}x | {d.attainment:.2%} | {after:.2%} | {in_peaks:.0%} | "
+            f"{rest:.2%} | {best:.2%} | {d.window_share:.1%} | {d.ratio:.2f} | "
+            f"{', '.join(over) or '-'} | {', '.join(under) or '-'} |"
         )
     return 0
 
@@ -251,6 +271,7 @@ def _outcomes(
     rows: list[Contender],
     key: str,
     burst_end: float,
+    peaks: list[tuple[float, float]],
 ) -> dict[str, Outcome]:
     """gpuserve's rows simulated every time; the peers' from the cache when it has them."""
     path = args.cache / f"{key}.peers.json" if args.cache else None
@@ -258,7 +279,10 @@ def _outcomes(
     if path is not None and path.exists():
         cached = {k: Outcome(**v) for k, v in json.loads(path.read_text()).items()}
     todo = [c for c in rows if c.name == "gpuserve" or c.label not in cached]
-    fresh = {run.label: Outcome.of(run, burst_end) for run in run_contenders(setup, prepared, todo)}
+    fresh = {
+        run.label: Outcome.of(run, burst_end, peaks)
+        for run in run_contenders(setup, prepared, todo)
+    }
     if path is not None:
         labels = _peer_labels(rows)
         peers = {k: asdict(v) for k, v in {**cached, **fresh}.items() if k in labels}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gpuserve.sim.workload import Workload, poisson_workload
@@ -35,14 +35,21 @@ class BinStats:
     longest_quiet: float  # longest run of empty bins, seconds
 
 
-def bin_stats(workload: Workload, bin_seconds: float = 10.0) -> BinStats:
-    arrivals = workload.arrivals
+def bin_counts(arrivals: Sequence[float], bin_seconds: float = 10.0) -> list[int]:
+    """Arrivals per ``bin_seconds`` bin, from 0 to the last arrival's bin."""
     if not arrivals:
-        return BinStats(bin_seconds, 0.0, 1.0, 0.0, 0.0, 0.0)
-    bins = max(1, math.ceil((arrivals[-1] + 1e-9) / bin_seconds))
-    counts = [0] * bins
+        return []
+    counts = [0] * (int(arrivals[-1] // bin_seconds) + 1)
     for t in arrivals:
-        counts[min(bins - 1, int(t // bin_seconds))] += 1
+        counts[int(t // bin_seconds)] += 1
+    return counts
+
+
+def bin_stats(workload: Workload, bin_seconds: float = 10.0) -> BinStats:
+    counts = bin_counts(workload.arrivals, bin_seconds)
+    if not counts:
+        return BinStats(bin_seconds, 0.0, 1.0, 0.0, 0.0, 0.0)
+    bins = len(counts)
     mean = sum(counts) / bins
     var = sum((c - mean) ** 2 for c in counts) / bins
     longest = run = 0
@@ -57,6 +64,27 @@ def bin_stats(workload: Workload, bin_seconds: float = 10.0) -> BinStats:
         peak_to_mean=max(counts) / mean if mean > 0 else 0.0,
         longest_quiet=longest * bin_seconds,
     )
+
+
+def new_peaks(
+    arrivals: Sequence[float], *, memory: float, horizon: float, bin_seconds: float = 10.0
+) -> list[tuple[float, float]]:
+    """Spans ``[start, start + horizon)`` from every bin busier than every bin of the
+    ``memory`` before it, by more than 3 standard deviations of Poisson noise.
+
+    A policy that learns from what it measured cannot have provisioned for such load: the
+    largest load in its memory was lower, and pods it starts serve only ``horizon`` (a cold
+    start) later. Only foresight (the oracle, static at the trace's peak) covers it. Misses
+    there are the price of not knowing the future; misses elsewhere are the policy's own.
+    """
+    counts = bin_counts(arrivals, bin_seconds)
+    span = int(memory // bin_seconds)
+    spans = []
+    for i in range(1, len(counts)):
+        before = max(counts[max(0, i - span) : i])
+        if counts[i] > before + 3.0 * math.sqrt(before + 1.0):
+            spans.append((i * bin_seconds, i * bin_seconds + horizon))
+    return spans
 
 
 def _from_rate(rate: Callable[[float], float], peak: float, duration: float, seed: int) -> Workload:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuserve.sim.generators import bin_stats, bursty, diurnal, drift, flash_crowd
+from gpuserve.sim.generators import bin_stats, bursty, diurnal, drift, flash_crowd, new_peaks
 from gpuserve.sim.suite import AZURE, SUITE
 from gpuserve.sim.workload import parse_trace, poisson_workload
 
@@ -60,3 +60,19 @@ def test_the_suite_warms_each_workload_up_on_the_first_minute_of_its_source() ->
         assert played == pytest.approx(load * first_minute, rel=1e-9)
     # A generator at k times the base rate runs in its own time: its first 60 s.
     assert next(w for w in SUITE if w.name == "bursty").warmup_span(4.0) == 60.0
+
+
+def _burst(start: float, seconds: float, seed: int) -> tuple[float, ...]:
+    return poisson_workload(rate=40.0, duration=seconds, seed=seed, start=start).arrivals
+
+
+def test_new_peaks_are_load_above_everything_the_memory_holds() -> None:
+    steady = poisson_workload(rate=10.0, duration=4000.0, seed=3).arrivals
+    assert new_peaks(steady, memory=1800.0, horizon=45.0) == []  # noise is not a peak
+    # A 30 s burst at 5x on top: its first bin is new; the same burst again within the
+    # memory is not, and once the memory has forgotten it, it is new again.
+    bursts = _burst(600.0, 30.0, 4) + _burst(1200.0, 30.0, 5) + _burst(3100.0, 30.0, 6)
+    arrivals = tuple(sorted(steady + bursts))
+    spans = new_peaks(arrivals, memory=1800.0, horizon=45.0)
+    assert spans == [(600.0, 645.0), (3100.0, 3145.0)]
+    assert new_peaks(arrivals, memory=3600.0, horizon=45.0) == [(600.0, 645.0)]
