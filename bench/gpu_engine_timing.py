@@ -4,8 +4,9 @@
     .venv/bin/python bench/gpu_engine_timing.py --from-json OUT.json   # anywhere: the fit
 
 The engine model (gpuserve/llm/params.py) prices a step as a fixed cost plus costs per
-prompt token, per decoding sequence and per context token. Its defaults were derived from a
-datasheet. This script measures what they stand for: a Llama-3-8B-shaped decoder (32
+prompt token, per decoding sequence and per context token. Its defaults were first derived
+from a datasheet; since this script's H100 run they are the measured H100 engine. This
+script measures what they stand for: a Llama-3-8B-shaped decoder (32
 layers, hidden 4096, 32 query and 8 key/value heads of 128, MLP 14336, vocabulary 128256)
 with random bf16 weights — timing, not quality — runs
 
@@ -334,7 +335,7 @@ def report(record: dict[str, Any]) -> None:
     )
     derived = predicted(record)
     print(
-        "\n| cost | datasheet default (8B, H100) | measured fit | measured / default "
+        "\n| cost | EngineParams default (8B, H100) | measured fit | measured / default "
         "| gpus.py for this model and GPU | measured / gpus.py |"
     )
     print("|---|---|---|---|---|---|")
