@@ -9,7 +9,8 @@ Per workload and load (two each): TTFT, TPOT and joint attainment, GPU-hours and
 to the oracle, goodput per GPU (output tokens of requests within both objectives per
 GPU-second) and its ratio to static-at-peak, the largest replica count, and the wall time
 per simulated hour of each policy; means over the seeds (attainment also its worst seed).
-Then prefix-affinity vs random routing on the Mooncake conversation trace.
+Then prefix-affinity vs random routing on the Mooncake conversation trace: the fewest static
+replicas reaching 99% within both objectives under each, their GPU-hours and goodput per GPU.
 
 Engine: the ``EngineParams`` defaults, Llama 3 8B bf16 on one H100 SXM as measured (what
 gpuserve/llm/gpus.py derives for it from the H100's datasheet at the efficiencies a real
@@ -175,9 +176,9 @@ def routing_table(minutes: float | None, seeds: int) -> None:
     )
     print(
         "| load | routing | hit rate % | TTFT p95 s | both % | fewest static replicas "
-        "at >= 99% | their GPU-h |"
+        "at >= 99% | their GPU-h | their goodput tok/s/GPU |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for compress in (1.0, 2.0):
         trace = _clip(mooncake(lines, compress=compress), minutes)
         for routing in ("random", "prefix"):
@@ -195,7 +196,8 @@ def routing_table(minutes: float | None, seeds: int) -> None:
                 f"| {sum(r.ttft_percentile(95) for r in runs) / n:.2f} "
                 f"| {100 * sum(r.attainment() for r in runs) / n:.2f} "
                 f"| {'/'.join(str(s) for s in sizes)} "
-                f"| {sum(r.gpu_hours for r in runs) / n:.3f} |"
+                f"| {sum(r.gpu_hours for r in runs) / n:.3f} "
+                f"| {sum(r.goodput_per_gpu() for r in runs) / n:.0f} |"
             )
             sys.stdout.flush()
 
