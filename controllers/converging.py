@@ -64,6 +64,10 @@ def in_kopf_context(fn: Any, *args: Any) -> Any:
     return context.run(fn, *args)
 
 
+# How long after a drain's end the reconcile that shrinks its Deployment runs: past the
+# end for sure, whatever the rounding of the demotion stamp.
+DRAIN_MARGIN_S = 0.25
+
 _APPLIERS = ThreadPoolExecutor(max_workers=kube.APPLIER_THREADS, thread_name_prefix="apply")
 
 
@@ -143,6 +147,7 @@ def _converge(body: Obj, view: ClusterView, state: OperatorState, events: list[E
         _write_status(body, status, live_status)
         return outcome
 
+    now = time.time()
     plan = plan_service(
         svc.spec,
         owner=f"{meta.get('namespace', '')}/{meta['name']}",
@@ -150,7 +155,7 @@ def _converge(body: Obj, view: ClusterView, state: OperatorState, events: list[E
         desired=desired_serving(svc, status),
         # KEDA sizes the preferred class's Deployment; every ready pod serves.
         every_ready_pod_serves=svc.spec.scaling.engine == "keda",
-        now=time.time(),
+        now=now,
         warm_pool=wanted_warm_pool(svc, status),
     )
     if not plan.usable:
@@ -159,6 +164,11 @@ def _converge(body: Obj, view: ClusterView, state: OperatorState, events: list[E
         _stalled(status, gen=gen, reason=reason, message=message)
         _write_status(body, status, live_status)
         return outcome
+    if plan.drain_ends is not None:
+        # A drained pod's Deployment shrinks when the drain ends; no watch event says so,
+        # and waiting for the resync kept it (counted warm) up to 30 s longer.
+        key = (meta.get("namespace") or "", meta["name"])
+        state.queue.add_later(key, plan.drain_ends - now + DRAIN_MARGIN_S)
 
     children, unserved = _servable(_render(svc, plan, view, state))
     problem = _apply(meta, plan, children, view, state, outcome)
@@ -335,8 +345,7 @@ def _fill_status(
     serving_total = warm_total = 0
     for c in plan.order:
         mine = view.cluster.live_pods(c)
-        serving = sum(1 for p in mine if p.ready and plan.role_of(p) == ROLE_SERVING)
-        warm = sum(1 for p in mine if p.ready and plan.role_of(p) != ROLE_SERVING)
+        serving, warm = plan.serving_and_warm(mine)
         serving_total += serving
         warm_total += warm
         pools.append(

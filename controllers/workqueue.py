@@ -49,12 +49,18 @@ class ReconcileQueue(Generic[K]):
         self._failures: dict[K, int] = {}
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reconcile")
         self._tasks: list[asyncio.Task[None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timers: dict[K, asyncio.TimerHandle] = {}  # add_later's, one per key
 
     def start(self, work: Callable[[K], None]) -> None:
         self._work = work
+        self._loop = asyncio.get_running_loop()
         self._tasks = [asyncio.create_task(self._worker()) for _ in range(self._workers)]
 
     async def stop(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -69,6 +75,29 @@ class ReconcileQueue(Generic[K]):
 
     def add_after(self, key: K, delay: float) -> None:
         asyncio.get_running_loop().call_later(delay, self.add, key)
+
+    def add_later(self, key: K, delay: float) -> None:
+        """Add ``key`` in ``delay`` seconds, from any thread: a reconcile asks to run again
+        when its plan changes with time alone (a pod's drain ends), which no watch event
+        announces. One timer per key, the earliest: the run it starts asks again for what
+        is still ahead. Before ``start`` (no workers) this does nothing."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._schedule, key, max(delay, 0.0))
+
+    def _schedule(self, key: K, delay: float) -> None:
+        assert self._loop is not None
+        when = self._loop.time() + delay
+        timer = self._timers.get(key)
+        if timer is not None:
+            if timer.when() <= when:
+                return
+            timer.cancel()
+        self._timers[key] = self._loop.call_at(when, self._due, key)
+
+    def _due(self, key: K) -> None:
+        self._timers.pop(key, None)
+        self.add(key)
 
     def __len__(self) -> int:
         return len(self._queued) + len(self._running)

@@ -95,3 +95,33 @@ def test_a_failed_reconcile_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
         return work.calls
 
     assert asyncio.run(scenario()) == ["svc", "svc", "svc"]
+
+
+def test_a_reconcile_asks_from_its_thread_to_run_again_later_and_the_earliest_ask_stands() -> None:
+    # A reconcile (in a worker thread) whose plan changes when a pod's drain ends asks to
+    # run again then: no watch event announces it.
+    async def scenario() -> tuple[list[tuple[str, float]], list[str]]:
+        runs: list[tuple[str, float]] = []
+        started = time.monotonic()
+
+        def work(key: str) -> None:
+            runs.append((key, time.monotonic() - started))
+            if len(runs) == 1:  # the first run asks twice: the later ask is dropped
+                queue.add_later(key, 0.6)
+                queue.add_later(key, 0.2)
+                queue.add_later(key, 0.4)
+
+        queue: ReconcileQueue[str] = ReconcileQueue(workers=2)
+        before = ReconcileQueue[str](workers=1)
+        before.add_later("idle", 0.0)  # not started: nothing to run it, nothing scheduled
+        queue.start(work)
+        queue.add("svc")
+        await asyncio.sleep(1.0)
+        await drained(queue)
+        await queue.stop()
+        await before.stop()
+        return runs, [k for k, _ in runs]
+
+    runs, keys = asyncio.run(scenario())
+    assert keys == ["svc", "svc"]
+    assert 0.15 < runs[1][1] - runs[0][1] < 0.5

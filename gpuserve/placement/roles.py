@@ -62,6 +62,14 @@ def draining(pod: PodState, role: str, now: float) -> bool:
     return pod.demoted_at is not None and now - pod.demoted_at < DRAIN_SECONDS
 
 
+def drain_end(pod: PodState, now: float) -> float:
+    """When a draining pod's drain ends (epoch seconds): DRAIN_SECONDS after its demotion,
+    which is now for a pod the plan demotes now."""
+    if pod.role == ROLE_SERVING or pod.demoted_at is None:
+        return now + DRAIN_SECONDS
+    return pod.demoted_at + DRAIN_SECONDS
+
+
 def assign_roles(
     pods: Sequence[PodState],
     *,

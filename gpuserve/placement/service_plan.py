@@ -23,7 +23,7 @@ from gpuserve.placement.planning import (
     plan_pools,
     usable_classes,
 )
-from gpuserve.placement.roles import PodState, RoleChange, assign_roles, draining
+from gpuserve.placement.roles import PodState, RoleChange, assign_roles, drain_end, draining
 from gpuserve.resources.naming import ROLE_SERVING
 
 
@@ -58,6 +58,11 @@ class ServicePlan:
     capacity: dict[str, ClassCapacity] = field(default_factory=dict)
     roles: list[RoleChange] = field(default_factory=list)
     pools: PoolsPlan | None = None
+    # Pods that stopped serving and keep their place in their Deployment while requests
+    # sent to them finish (roles.DRAIN_SECONDS), and when the first of those drains ends
+    # (epoch seconds): the Deployment sizes change then, though nothing in the cluster does.
+    draining: frozenset[str] = frozenset()
+    drain_ends: float | None = None
 
     @property
     def usable(self) -> bool:
@@ -66,6 +71,22 @@ class ServicePlan:
     def role_of(self, pod: PodState) -> str:
         """The pod's role once the plan's label changes are applied."""
         return next((c.role for c in self.roles if c.pod == pod.name), pod.role)
+
+    def serving_and_warm(self, pods: Sequence[PodState]) -> tuple[int, int]:
+        """Ready pods that serve, and ready pods that stand warm, once the plan's label
+        changes are applied. A Terminating pod is neither, and neither is a pod that
+        drains: the surplus of a scale-down, or a standby pod relieved by a serving-priority
+        one, which its Deployment deletes when the drain ends (counting it showed a warm
+        pod more than warmPool after every promotion and every scale-down)."""
+        serving = warm = 0
+        for p in pods:
+            if not p.ready or p.deleting or p.name in self.draining:
+                continue
+            if self.role_of(p) == ROLE_SERVING:
+                serving += 1
+            else:
+                warm += 1
+        return serving, warm
 
     @property
     def unplaced(self) -> int:
@@ -165,9 +186,12 @@ def plan_service(
     # draining serving-priority pods keep theirs in the serving one.
     standby_kept: dict[str, int] = {}
     drain = 0
+    drains: dict[str, float] = {}  # draining pod -> when its drain ends
     for p in cluster.live_pods():
         role = after.get(p.name, p.role)
-        held = role == ROLE_SERVING or (now is not None and draining(p, role, now))
+        if now is not None and draining(p, role, now):
+            drains[p.name] = drain_end(p, now)
+        held = role == ROLE_SERVING or p.name in drains
         if p.standby and held:
             standby_kept[p.accelerator_class] = standby_kept.get(p.accelerator_class, 0) + 1
         elif held and role != ROLE_SERVING:
@@ -190,6 +214,8 @@ def plan_service(
         capacity=capacity,
         roles=roles,
         pools=pools,
+        draining=frozenset(drains),
+        drain_ends=min(drains.values(), default=None),
     )
 
 
