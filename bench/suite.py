@@ -1,7 +1,7 @@
 """Every policy on every workload of the suite, at 1x, 2x and 4x load.
 
     .venv/bin/python bench/suite.py [--seeds N] [--workloads bursty flash-4x ...] [--loads 1 2]
-        [--cache out/suite-cache]
+        [--cache out/suite-cache] [--queue-timeout SECONDS]
 
 Prints one table per workload and load (totals over the seeds), then a summary: the
 default policy's attainment, 5-minute window compliance and GPU-hours over the oracle's,
@@ -13,6 +13,9 @@ new peaks, and which policies dominate it (better on one axis, no worse on the o
 ``--cache DIR`` keeps the prepared workloads (warm-up, calibration, oracle plan) and the
 peers' results per workload, load and seed: a rerun after a change to gpuserve's policy
 simulates only gpuserve. Delete the directory when the simulator or the peers change.
+
+``--queue-timeout S`` gives the service a queue policy that rejects requests after S
+seconds in the queue (a rejected request counts as a miss), for every policy.
 """
 
 from __future__ import annotations
@@ -66,6 +69,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="warm pools of gpuserve's rows: sizes, or auto (sized by the policy)",
     )
     p.add_argument("--cache", type=Path, default=None)
+    p.add_argument(
+        "--queue-timeout",
+        type=float,
+        default=0.0,
+        help="seconds: the service's queue policy rejects requests that waited longer "
+        "(Triton's default_timeout_microseconds; 0 = none)",
+    )
     return p.parse_args(argv)
 
 
@@ -196,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     traces = {
         f: parse_trace(f, (REPO / "traces" / f).read_text().splitlines()) for f in TRACE_FILES
     }
-    setup = Setup()
+    setup = Setup(queue_timeout=args.queue_timeout)
     rows = contenders(list(POLICIES), args.warm_pool, [0.0])
     summary = []
     started = time.perf_counter()
@@ -206,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
             stats = []
             for seed in range(args.seed, args.seed + args.seeds):
                 key = f"{spec.name}-{load:g}x-seed{seed}"
+                if args.queue_timeout:
+                    key += f"-timeout{args.queue_timeout:g}"
                 build = functools.partial(spec.build, traces, load, seed)
                 prepared = _prepared(setup, args, build, key, seed, spec.warmup_span(load))
                 measured = prepared.workload.window(setup.warmup, float("inf"))

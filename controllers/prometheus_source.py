@@ -34,8 +34,8 @@ BY = "namespace, service"
 
 
 def _queries(sel: str, window: str) -> dict[str, str]:
-    def rate(metric: str) -> str:
-        return f"sum by ({BY}) (rate({metric}{{{sel}}}[{window}]))"
+    def rate(metric: str, fn: str = "rate") -> str:
+        return f"sum by ({BY}) ({fn}({metric}{{{sel}}}[{window}]))"
 
     success = rate("nv_inference_request_success")
     # A series missing on one side (no failures yet, no queue gauge) counts as zero for
@@ -46,6 +46,8 @@ def _queries(sel: str, window: str) -> dict[str, str]:
     return {
         "queue_depth": f"sum by ({BY}) (nv_inference_pending_request_count{{{sel}}})",
         "success_rate": success,
+        "recent_completion_rate": f"{rate('nv_inference_request_success', 'irate')} + "
+        f"({rate('nv_inference_request_failure', 'irate')} or {zero})",
         # Triton counts no arrivals: demand = completions + failures + queue growth.
         "arrival_rate": f"{success} + ({failures} or {zero}) + ({growth} or {zero})",
         "item_rate": rate("nv_inference_count"),

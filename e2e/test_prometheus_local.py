@@ -151,6 +151,7 @@ def test_one_pass_reads_every_service_as_the_per_service_read_does(triton: Trito
             # own must count as zero, not drop the sum.
             assert batched.get("arrival_rate") is not None
             assert batched.get("success_rate") is not None
+            assert batched.get("recent_completion_rate") is not None  # irate, failures or not
         assert not every.has_series("team-a", "missing")
         assert every.of("team-a", "missing").sample.get("success_rate") is None
         # Prometheus gone: one error for the pass, every service's values missing.

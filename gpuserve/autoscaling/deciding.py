@@ -432,19 +432,25 @@ def _clump(history: MetricHistory, reference: CapacityEstimate, ready: int, leve
     return max(0.0, depths[1] / reference.queue_budget - level)
 
 
-def _queue_growth(history: MetricHistory, clearable: float) -> float:
-    """Arrivals per second over the last scrape interval while the queue grows beyond what
-    the ready pods clear within the budget: its growth plus completions. Rates over the
-    rate window see a burst shorter than the window only in part; the queue gauge sees it
-    at once. 0 when the queue did not grow past ``clearable``."""
+def _queue_growth(history: MetricHistory, clearable: float) -> tuple[float, float]:
+    """Arrivals per second over the last scrape interval while the queue holds more than
+    the ready pods clear within the budget: its growth plus the requests that left it
+    (completed or failed) since the scrape before. Rates over the rate window see a burst
+    shorter than the window only in part; the queue gauge and the last scrapes see it at
+    once. A queue policy's timeouts cap the queue in a burst, so growth alone would miss
+    it; the failures they cause are counted as they happen. 0 unless the queue grew past
+    ``clearable``. Also returns the seconds it was measured over (its noise follows them)."""
     samples = [x for x in history.samples[-2:] if x.get("queue_depth") is not None]
     if len(samples) < 2 or samples[1].at <= samples[0].at:
-        return 0.0
+        return 0.0, 0.0
     before, after = samples[0].get("queue_depth") or 0.0, samples[1].get("queue_depth") or 0.0
-    if after <= before or after <= clearable:
-        return 0.0
-    done = samples[1].get("success_rate") or 0.0
-    return (after - before) / (samples[1].at - samples[0].at) + done
+    if after <= clearable or after <= before:
+        return 0.0, 0.0
+    gap = samples[1].at - samples[0].at
+    done = samples[1].get("recent_completion_rate")
+    if done is None:
+        done = samples[1].get("success_rate") or 0.0
+    return (after - before) / gap + done, gap
 
 
 def _queue_draining(history: MetricHistory, now: float, window: float) -> bool:
@@ -460,13 +466,14 @@ def _surge(
     now: float,
     horizon: float,
     per_pod: float,
-    arriving: float,
+    arriving: tuple[float, float],
 ) -> float:
     """How far demand rose within one start-up time beyond what its own noise explains.
 
-    Compares the short-window demand now with the mean demand one to two start-up times
-    ago. Rates over ``rate_window`` of Poisson arrivals at ``r`` have variance
-    ``r / rate_window``; traffic more variable than Poisson scales that by its index of
+    Compares the short-window demand now (or the arrivals of the last scrape interval,
+    ``arriving``: rate and seconds, when larger) with the mean demand one to two start-up
+    times ago. Rates over ``w`` seconds of Poisson arrivals at ``r`` have variance
+    ``r / w``; traffic more variable than Poisson scales that by its index of
     dispersion, measured over the same earlier stretch. A rise counts (whole) only above
     ``SURGE_Z`` standard deviations of the difference: smooth traffic keeps no headroom,
     and a trace that is merely noisier than Poisson is not taken for a burst.
@@ -479,11 +486,13 @@ def _surge(
     base_points = [d for x in before if (d := x.demand) is not None]
     if not now_points or not base_points:
         return 0.0
-    now_rate = max(sum(now_points) / len(now_points), arriving)
-    base = sum(base_points) / len(base_points)
     window = max(config.rate_window, 1e-9)
+    now_rate, now_window = sum(now_points) / len(now_points), window
+    if arriving[0] > now_rate and arriving[1] > 0:
+        now_rate, now_window = arriving  # one scrape interval: noisier than the rate window
+    base = sum(base_points) / len(base_points)
     dispersion = _dispersion(base_points, base, window)
-    noise = SURGE_Z * math.sqrt(dispersion * max(now_rate + base, 0.0) / window)
+    noise = SURGE_Z * math.sqrt(dispersion * max(now_rate / now_window + base / window, 0.0))
     rise = now_rate - base
     sized_for_base = max(1, math.ceil(base / per_pod - 1e-9)) * per_pod if per_pod > 0 else 0.0
     return rise if rise > noise and now_rate > sized_for_base else 0.0

@@ -16,6 +16,7 @@ SignalName = Literal[
     "queue_depth",
     "arrival_rate",
     "success_rate",
+    "recent_completion_rate",
     "item_rate",
     "exec_rate",
     "avg_queue_time",
@@ -33,6 +34,9 @@ class MetricSample:
     arrival_rate: rate(success) + rate(failure) + deriv(pending): Triton counts no
         arrivals, so demand is completions plus queue growth.
     success_rate: rate(nv_inference_request_success).
+    recent_completion_rate: irate(success) + irate(failure): requests that left the queue
+        per second between the last two scrapes, completed or failed (a queue policy's
+        timeouts fail requests that waited too long).
     item_rate / exec_rate: rate(nv_inference_count) / rate(nv_inference_exec_count);
         their ratio is the average batch size.
     avg_queue_time / avg_request_time / avg_compute_time: rate of the *_duration_us
@@ -44,6 +48,7 @@ class MetricSample:
     queue_depth: float | None = None
     arrival_rate: float | None = None
     success_rate: float | None = None
+    recent_completion_rate: float | None = None
     item_rate: float | None = None
     exec_rate: float | None = None
     avg_queue_time: float | None = None

@@ -13,7 +13,14 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from gpuserve.autoscaling.config import PolicyConfig, ServiceProfile
-from gpuserve.sim.config import AcceleratorPool, Balancing, BatcherConfig, ServiceTimes, SimConfig
+from gpuserve.sim.config import (
+    AcceleratorPool,
+    Balancing,
+    BatcherConfig,
+    QueuePolicy,
+    ServiceTimes,
+    SimConfig,
+)
 from gpuserve.sim.lineup import Calibration, PolicyName, calibrate, make_scaler, sim_config_for
 from gpuserve.sim.oracle import OracleGoal, OraclePlan, plan_oracle
 from gpuserve.sim.results import SimResult
@@ -67,12 +74,15 @@ class Setup:
     scrape: float = 5.0
     oracle: OracleGoal = field(default_factory=OracleGoal)
     warmup: float = 120.0
+    queue_timeout: float = 0.0  # the model's queue policy: reject after waiting this long
 
     def sim_config(self, seed: int) -> SimConfig:
         p = self.profile
         return SimConfig(
             batcher=BatcherConfig(
-                max_batch_size=p.max_batch_size, max_queue_delay=p.max_queue_delay
+                max_batch_size=p.max_batch_size,
+                max_queue_delay=p.max_queue_delay,
+                default_policy=QueuePolicy(timeout=self.queue_timeout),
             ),
             service=ServiceTimes(per_batch=p.time_per_batch, per_item=p.time_per_item),
             classes=(self.gpu,),

@@ -91,6 +91,10 @@ class MetricStore:
         last = self._scrapes[index]
         lo = bisect.bisect_left(self._times, last.at - self.rate_window, 0, index)
         p95 = None if math.isnan(last.p95) else last.p95
+        recent = None
+        if index > 0 and (gap := last.at - self._scrapes[index - 1].at) > 0:
+            before = self._scrapes[index - 1]  # irate: the last two scrapes
+            recent = (last.success + last.failure - before.success - before.failure) / gap
         if lo >= index:
             return MetricSample(at=last.at, queue_depth=last.pending, p95_latency=p95)
         first = self._scrapes[lo]
@@ -106,6 +110,7 @@ class MetricStore:
             queue_depth=last.pending,
             arrival_rate=(done + failed + last.pending - first.pending) / elapsed,
             success_rate=done / elapsed,
+            recent_completion_rate=recent,
             item_rate=(last.items - first.items) / elapsed,
             exec_rate=(last.execs - first.execs) / elapsed,
             avg_queue_time=per_request(last.queue_time - first.queue_time),

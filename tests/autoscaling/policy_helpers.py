@@ -47,8 +47,10 @@ def history(
     queue: Callable[[float], float] | float = 0.0,
     queue_time: float | None = 0.2,
     p95: float | None = 1.0,
+    recent: Callable[[float], float] | None = None,
 ) -> MetricHistory:
-    """Samples every ``step`` seconds in [start, end] with the given demand and queue."""
+    """Samples every ``step`` seconds in [start, end] with the given demand and queue;
+    ``recent``: completions and failures per second since the scrape before (irate)."""
     samples = []
     t = start
     while t <= end + 1e-9:
@@ -66,6 +68,7 @@ def history(
                 avg_request_time=None if queue_time is None else queue_time + 0.4,
                 avg_compute_time=HEAVY.execution_time(3),
                 p95_latency=p95,
+                recent_completion_rate=None if recent is None else recent(t),
             )
         )
         t += step

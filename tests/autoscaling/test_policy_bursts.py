@@ -20,11 +20,18 @@ def decide_on(
     queue: Callable[[float], float] | float = 0.0,
     queue_time: float | None = 0.2,
     p95: float = 1.0,
+    recent: Callable[[float], float] | None = None,
 ) -> Decision:
     return decide(
         config=config(),
         history=history(
-            rate, start=NOW - 120, end=NOW, queue=queue, queue_time=queue_time, p95=p95
+            rate,
+            start=NOW - 120,
+            end=NOW,
+            queue=queue,
+            queue_time=queue_time,
+            p95=p95,
+            recent=recent,
         ),
         pools=pools(serving),
         now=NOW,
@@ -147,6 +154,24 @@ def test_a_burst_shorter_than_the_rate_window_is_measured_by_the_queue_growth() 
     # top of what the pods completed: 3 * cap arriving against 1 * cap before.
     assert surge_now(decide_on(cap, serving=2)) == 0.0
     assert surge_now(decide_on(cap, serving=2, queue=queue)) == pytest.approx(2 * cap)
+
+
+def test_requests_that_left_the_queue_since_the_last_scrape_count_as_arrived() -> None:
+    cap = capacity()
+
+    def queue(t: float) -> float:  # 4 replicas' worth of a second queued since the last scrape
+        return 4 * cap if t >= NOW else 0.0
+
+    def recent(t: float) -> float:  # completed or timed out (a queue policy) since then
+        return 3 * cap if t >= NOW else cap
+
+    # With only the 20 s success rate, 0.8 * cap per second of growth plus cap: a rise of
+    # 0.8 * cap, within the noise of one 5 s scrape interval. Counting what left the queue
+    # in that interval (a timeout caps the queue, and the rates lag), 3.8 * cap arrived.
+    assert surge_now(decide_on(cap, serving=2, queue=queue)) == 0.0
+    assert surge_now(decide_on(cap, serving=2, queue=queue, recent=recent)) == pytest.approx(
+        2.8 * cap
+    )
 
 
 def every(period: int, surge: float, level: float) -> tuple[tuple[float, float, float], ...]:
