@@ -377,11 +377,11 @@ def run(args: argparse.Namespace) -> int:
         time.sleep(args.settle)
         steady_before = request_counts(cluster)
         steady_start = time.monotonic()
-        cpu_before = _cpu_seconds(operator.proc.pid if operator.proc else None)
+        cpu_before = process_cpu_seconds(operator.proc.pid if operator.proc else None)
         time.sleep(args.steady)
         steady_after = request_counts(cluster)
         steady_span = time.monotonic() - steady_start
-        cpu_after = _cpu_seconds(operator.proc.pid if operator.proc else None)
+        cpu_after = process_cpu_seconds(operator.proc.pid if operator.proc else None)
         if spy is not None:
             spy.stop()
             print("py-spy, share of samples a frame is on the stack (whole run):")
@@ -443,10 +443,10 @@ def cpu_by_process(state: settings.StateLayout, operator: OperatorProcess) -> di
     if operator.proc is not None:
         pids["operator"] = operator.proc.pid
     return {name: seconds for name, pid in pids.items()
-            if (seconds := _cpu_seconds(pid)) is not None}
+            if (seconds := process_cpu_seconds(pid)) is not None}
 
 
-def _cpu_seconds(pid: int | None) -> float | None:
+def process_cpu_seconds(pid: int | None) -> float | None:
     """utime + stime of a process, in seconds."""
     if pid is None:
         return None
