@@ -102,7 +102,7 @@ def decide(
     # Queued requests sit in the queues of the pods that have them: new pods cannot drain
     # them, so the queue only argues for more pods once earlier ones have started, and not
     # while it is already shrinking (the pods that hold it are clearing it).
-    draining = _queue_draining(history, now, config.rate_window)
+    draining = _queue_draining(history, now - config.rate_window, now)
     queue_need = _replicas_for_queue(queue_depth, reference)
     need_queue = queue_need if pools.starting == 0 and not draining else 0
 
@@ -133,9 +133,13 @@ def decide(
     signals["readyCapacity"] = ready_capacity
     pressure = _latency_pressure(config, recent, reference, memory, pools, now)
     signals["latencyPressure"] = pressure
-    if draining:
+    latest = history.latest
+    rated_from = (latest.at if latest is not None else now) - config.rate_window
+    if draining or _queue_draining(history, rated_from, now):
         # Latency measured while a backlog drains describes requests queued before the
-        # pods came: more pods cannot reach a queue that sits in other pods.
+        # pods came: more pods cannot reach a queue that sits in other pods. The queue
+        # time is a mean over the window the latest rates cover: a backlog that drained
+        # inside it still fills that mean, though the scrapes since show an empty queue.
         pressure = 0.0
         signals["queueDraining"] = 1.0
     bursting = demand.panic > config.panic_threshold * ready_capacity and demand.panic > 0
@@ -453,9 +457,10 @@ def _queue_growth(history: MetricHistory, clearable: float) -> tuple[float, floa
     return (after - before) / gap + done, gap
 
 
-def _queue_draining(history: MetricHistory, now: float, window: float) -> bool:
-    """Queue depth now is below its value one rate window ago (a backlog on its way out)."""
-    samples = history.between(now - window - _EPS, now + _EPS)
+def _queue_draining(history: MetricHistory, start: float, end: float) -> bool:
+    """Queue depth at the last sample up to ``end`` is below that at the first from
+    ``start`` on (a backlog on its way out)."""
+    samples = history.between(start - _EPS, end + _EPS)
     depths = [q for x in samples if (q := x.get("queue_depth")) is not None]
     return len(depths) >= 2 and depths[-1] < depths[0]
 

@@ -128,6 +128,31 @@ def test_a_shrinking_backlog_buys_no_pods_a_standing_one_does() -> None:
     assert standing.desired_replicas > 4
 
 
+def test_a_backlog_that_drained_inside_the_latest_rate_window_buys_no_pods() -> None:
+    cap = capacity()
+
+    # A backlog on one pod drained 15-20 s before the last scrape: the mean queue time
+    # over the latest rate window (20 s) still holds its long waits, though every scrape
+    # but the window's first shows an empty queue. The decision runs 2.5 s after the
+    # scrape, so a window counted back from the decision would start after the backlog.
+    def decided(queue: Callable[[float], float] | float) -> Decision:
+        return decide(
+            config=config(),
+            history=history(cap, start=NOW - 120, end=NOW, queue=queue, queue_time=5.0, p95=6.0),
+            pools=pools(4),
+            now=NOW + 2.5,
+            memory=PolicyMemory(since=0.0),
+        )
+
+    drained = decided(lambda t: 30.0 if t <= NOW - 20 else 0.0)
+    assert drained.desired_replicas <= 4
+    assert drained.signals["queueDraining"] == 1.0
+    # The same queue time with the queue still standing is evidence of too few pods.
+    standing = decided(30.0)
+    assert "queueDraining" not in standing.signals
+    assert standing.desired_replicas > 4
+
+
 def test_a_queue_one_scrape_shows_is_a_clump_a_lasting_one_is_not() -> None:
     cap = capacity()
     budget = decide_on(cap, serving=2).signals["queueBudget"]
