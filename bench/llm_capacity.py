@@ -1,7 +1,7 @@
 """LLM services: gpuserve's token-objective scaler against the LLM autoscalers, token-level.
 
     .venv/bin/python bench/llm_capacity.py [--seeds 3] [--minutes M] [--routing-only]
-        [--only azure-conv,mooncake-conv,bursty,flash-crowd]
+        [--only azure-conv,mooncake-conv,bursty,flash-crowd] [--vllm-default-chunks]
 
 (the routing table runs with mooncake-conv, with no --only, or alone with --routing-only)
 
@@ -15,9 +15,11 @@ replicas reaching 99% within both objectives under each, their GPU-hours and goo
 Engine: the ``EngineParams`` defaults, Llama 3 8B bf16 on one H100 SXM as measured (what
 gpuserve/llm/gpus.py derives for it from the H100's datasheet at the efficiencies a real
 H100 showed: 7.86 ms a step, 28.9 us a prompt token; docs/bench-notes/gpu-engine-timing.md),
-with a 128k context; 45 s replica start-up. Runs before 2026-11-24 used the earlier,
-datasheet-guessed defaults. docs/bench-notes/llm-capacity.md records the figures and the
-commands.
+with a 128k context; 45 s replica start-up. Every policy's engine prefills in the chunks
+gpuserve renders for the objective (gpuserve.llm.chunking: 1,024 tokens at TPOT 50 ms, 2,048
+at 100 ms); ``--vllm-default-chunks`` gives them vLLM's default 8,192, as every run before
+this option did. Runs before 2026-11-24 used the earlier, datasheet-guessed defaults.
+docs/bench-notes/llm-capacity.md records the figures and the commands.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from gpuserve.llm.capacity import TokenObjectives  # noqa: E402
+from gpuserve.llm.chunking import chunk_for_objective  # noqa: E402
 from gpuserve.llm.params import EngineParams  # noqa: E402
 from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, simulate_cluster  # noqa: E402
 from gpuserve.sim.llm.lineup import Entry, compare  # noqa: E402
@@ -48,12 +51,31 @@ from gpuserve.sim.llm.traces import (  # noqa: E402
 
 AZURE = REPO / "traces" / "azure-llm-conv-2023.csv"
 MOONCAKE = REPO / "traces" / "mooncake-conversation-2025.jsonl"
-# Llama 3.1 8B's 128k context; the measured H100's cache (27,804 x 16 tokens) holds it.
-CHAT = EngineParams(max_model_len=131_072)
-# Mooncake hashes 512-token blocks: the engine keeps the same granularity (same cache size).
-LONG = replace(CHAT, block_size=MOONCAKE_BLOCK, num_blocks=CHAT.capacity_tokens // MOONCAKE_BLOCK)
 CHAT_SLO = TokenObjectives(ttft_s=1.0, tpot_s=0.05, quantile=0.99)
 LONG_SLO = TokenObjectives(ttft_s=10.0, tpot_s=0.1, quantile=0.99)
+# Llama 3.1 8B's 128k context; the measured H100's cache (27,804 x 16 tokens) holds it.
+# Every policy's engine computes the prefill chunks gpuserve renders for the objective
+# (vLLM's max_num_batched_tokens; gpuserve.llm.chunking): 1,024 tokens for 50 ms, 2,048
+# for 100 ms. ``--vllm-default-chunks`` runs vLLM's 8,192 instead (the runs before
+# 2026-11-24, later).
+MEASURED = EngineParams(max_model_len=131_072)
+# Mooncake hashes 512-token blocks: the engine keeps the same granularity (same cache size).
+MOONCAKE_ENGINE = replace(
+    MEASURED, block_size=MOONCAKE_BLOCK, num_blocks=MEASURED.capacity_tokens // MOONCAKE_BLOCK
+)
+
+
+def _engines(vllm_default: bool) -> tuple[EngineParams, EngineParams]:
+    """(chat, long-prompt) engines, with gpuserve's chunks or vLLM's default ones."""
+    if vllm_default:
+        return MEASURED, MOONCAKE_ENGINE
+    return (
+        replace(MEASURED, max_batched_tokens=chunk_for_objective(MEASURED, CHAT_SLO.tpot_s)),
+        replace(
+            MOONCAKE_ENGINE,
+            max_batched_tokens=chunk_for_objective(MOONCAKE_ENGINE, LONG_SLO.tpot_s),
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -72,18 +94,19 @@ def _clip(trace: TokenTrace, minutes: float | None) -> TokenTrace:
     return replace(trace, requests=kept)
 
 
-def workloads(minutes: float | None) -> list[Workload]:
+def workloads(minutes: float | None, *, vllm_default_chunks: bool = False) -> list[Workload]:
+    chat, long = _engines(vllm_default_chunks)
     azure_lines = AZURE.read_text().splitlines()
     moon_lines = MOONCAKE.read_text().splitlines()
     mix = azure_conversation(azure_lines)
     out: list[Workload] = []
     for compress in (2.0, 4.0):
         trace = _clip(azure_conversation(azure_lines, compress=compress), minutes)
-        out.append(Workload("azure-conv", f"x{compress:g}", CHAT, CHAT_SLO, lambda _s, t=trace: t))
+        out.append(Workload("azure-conv", f"x{compress:g}", chat, CHAT_SLO, lambda _s, t=trace: t))
     for compress in (1.0, 2.0):
         trace = _clip(mooncake(moon_lines, compress=compress), minutes)
         out.append(
-            Workload("mooncake-conv", f"x{compress:g}", LONG, LONG_SLO, lambda _s, t=trace: t)
+            Workload("mooncake-conv", f"x{compress:g}", long, LONG_SLO, lambda _s, t=trace: t)
         )
     span = 60.0 * (minutes or 30.0)
     for rate in (8.0, 16.0):
@@ -91,7 +114,7 @@ def workloads(minutes: float | None) -> list[Workload]:
             Workload(
                 "bursty",
                 f"{rate:g}/s",
-                CHAT,
+                chat,
                 CHAT_SLO,
                 lambda s, r=rate: bursty_tokens(mix, mean_rate=r, duration=span, seed=s),
             )
@@ -100,7 +123,7 @@ def workloads(minutes: float | None) -> list[Workload]:
             Workload(
                 "flash-crowd",
                 f"{rate:g}/s x3",
-                CHAT,
+                chat,
                 CHAT_SLO,
                 lambda s, r=rate: flash_crowd_tokens(
                     mix, mean_rate=r, duration=span, factor=3.0, seed=s
@@ -168,7 +191,8 @@ def _fewest_static(
         n += 1
 
 
-def routing_table(minutes: float | None, seeds: int) -> None:
+def routing_table(minutes: float | None, seeds: int, *, vllm_default_chunks: bool) -> None:
+    _, long = _engines(vllm_default_chunks)
     lines = MOONCAKE.read_text().splitlines()
     print(
         "\n### prefix affinity vs random routing, mooncake-conv "
@@ -184,7 +208,7 @@ def routing_table(minutes: float | None, seeds: int) -> None:
         for routing in ("random", "prefix"):
             found = [
                 _fewest_static(
-                    ClusterConfig(LONG, LONG_SLO, routing=routing, seed=seed), trace, 0.99
+                    ClusterConfig(long, LONG_SLO, routing=routing, seed=seed), trace, 0.99
                 )
                 for seed in range(seeds)
             ]
@@ -208,15 +232,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--only", default="", help="comma-separated workload names")
     p.add_argument("--minutes", type=float, default=None, help="clip every trace (quick runs)")
     p.add_argument("--routing-only", action="store_true")
+    p.add_argument(
+        "--vllm-default-chunks",
+        action="store_true",
+        help="prefill in vLLM's default 8,192-token chunks, not those gpuserve renders",
+    )
     args = p.parse_args(argv)
+    chunks = args.vllm_default_chunks
     began = time.perf_counter()
     if not args.routing_only:
         chosen = {w for w in args.only.split(",") if w}
-        for workload in workloads(args.minutes):
+        for workload in workloads(args.minutes, vllm_default_chunks=chunks):
             if not chosen or workload.name in chosen:
                 scalers_table(workload, args.seeds)
     if not args.only or "mooncake-conv" in args.only or args.routing_only:
-        routing_table(args.minutes, args.seeds)
+        routing_table(args.minutes, args.seeds, vllm_default_chunks=chunks)
     print(f"\nwall time {time.perf_counter() - began:.0f} s")
 
 

@@ -24,7 +24,12 @@ from pydantic import ValidationError
 from controllers import kube, routing
 from controllers.state import OperatorState, uid_of
 from gpuserve.api.conditions import ConditionWriter
-from gpuserve.api.models import API_VERSION, InferenceService, parse_inference_service
+from gpuserve.api.models import (
+    API_VERSION,
+    AcceleratorClassSpec,
+    InferenceService,
+    parse_inference_service,
+)
 from gpuserve.api.status import InferenceServiceStatus, PoolStatus
 from gpuserve.placement import service_plan
 from gpuserve.placement.service_plan import ServicePlan, plan_service
@@ -209,17 +214,22 @@ def _render(
     pools = pool_plans(plan.pools, plan.order)
     if svc.spec.scaling.engine == "keda":
         pools = {c: PoolPlan(replicas=0) for c in plan.order}
-    classes = view.cluster.valid_classes()
-    # One pool per usable class: a listed class that cannot run this spec gets none.
     return render_children(
         RenderInput(
             service=svc,
-            classes={c: classes[c] for c in plan.order},
+            classes=_usable_classes(plan, view),
             pools=pools,
             extra_pod_labels=state.settings.extra_pod_labels,
             prometheus_url=state.settings.keda_prometheus_url,
         )
     )
+
+
+def _usable_classes(plan: ServicePlan, view: ClusterView) -> dict[str, AcceleratorClassSpec]:
+    """One pool per usable class: a listed class that cannot run this spec gets none (and
+    the model files follow the classes that have pools)."""
+    classes = view.cluster.valid_classes()
+    return {c: classes[c] for c in plan.order if c in classes}
 
 
 def _apply(
@@ -363,7 +373,7 @@ def _fill_status(
     status.warm_replicas = warm_total
     status.accelerators = ",".join(p.accelerator_class for p in pools if p.serving) or ""
     status.endpoint = endpoint(svc)
-    status.config_hash = config_hash(svc.spec)
+    status.config_hash = config_hash(svc.spec, _usable_classes(plan, view))
     conds = ConditionWriter(status.conditions, generation=gen, now=now_rfc3339())
     wanted_warm = wanted_warm_pool(svc, status)
     problems = plan.pools.problems if plan.pools is not None else []

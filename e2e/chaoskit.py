@@ -33,6 +33,7 @@ from e2e.cluster import components, lifecycle, pki, procs, settings
 from e2e.cluster.apiclient import admin_tls, get_status, insecure_tls
 from e2e.cluster.testkit import ClusterHandle, tolerating
 from e2e.invalid_cases import valid_service
+from e2e.manifests import example_classes
 from e2e.operatorkit import WRITE_VERBS, write_counts
 from gpuserve.api.models import GROUP, VERSION, parse_inference_service
 from gpuserve.resources.naming import (
@@ -521,7 +522,9 @@ def service_problems(
             f"{name}: observedGeneration {status.get('observedGeneration')} != generation {gen}"
         )
     spec = parse_inference_service(svc).spec
-    wanted_hash = config_hash(spec)
+    # The model files follow the service's usable classes (vLLM's prefill chunk budget).
+    known = {c: k for c, k in example_classes().items() if c in set(classes)}
+    wanted_hash = config_hash(spec, {c: known[c] for c in spec.accelerators.classes if c in known})
     if status.get("configHash") != wanted_hash:
         problems.append(f"{name}: status.configHash {status.get('configHash')} != {wanted_hash}")
     usable = [c for c in spec.accelerators.classes if c in set(classes)]

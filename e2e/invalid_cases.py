@@ -332,6 +332,12 @@ CASES: list[Case] = [
     Case("vllm-fp8-precision", "spec.precision", _set("spec.precision", "fp8"), llm=True),
     Case("ttft-not-a-duration", "spec.slo.ttft", _set("spec.slo.ttft", "fast"), llm=True),
     Case(
+        "llm-step-budget-below-running-sequences",
+        "spec.llm.maxBatchedTokens",
+        _set("spec.llm.maxBatchedTokens", 64),
+        llm=True,
+    ),
+    Case(
         "llm-memory-fraction-above-one",
         "spec.llm.kvCacheMemoryFraction",
         _set("spec.llm.kvCacheMemoryFraction", 1.5),

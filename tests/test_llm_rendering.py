@@ -14,7 +14,7 @@ from tritonclient.grpc import model_config_pb2 as pb
 from cli.rendering import load_documents, render_service, split_manifests
 from e2e.invalid_cases import valid_llm_service, valid_service
 from gpuserve.api.models import DEFAULT_TRITON_IMAGES, parse_inference_service
-from gpuserve.resources.rendering import config_hash
+from gpuserve.resources.rendering import config_hash, model_files
 
 REPO = Path(__file__).resolve().parents[1]
 CLASSES = REPO / "examples" / "accelerator-classes.yaml"
@@ -58,6 +58,9 @@ def test_vllm_example_config_model_json_and_pod() -> None:
         "tensor_parallel_size": 1,
         # The backend reports vLLM's metrics only while vLLM keeps its stats.
         "disable_log_stats": False,
+        # Prefill chunks whose step fits the 60 ms TPOT objective on the H100, the first
+        # class (gpuserve.llm.chunking; tests/llm/test_chunking.py).
+        "max_num_batched_tokens": 1024,
     }
     pod = _pod(objs, "llama-chat-h100")
     (triton,) = pod["containers"]
@@ -179,7 +182,50 @@ def test_the_image_is_the_services_or_its_backends_default() -> None:
 def test_a_model_json_change_rolls_the_pods() -> None:
     a = parse_inference_service(_llm()).spec
     b = parse_inference_service(_llm(maxRunningSequences=64)).spec
-    assert config_hash(a) != config_hash(b)
+    classes = {"h100": _h100()}
+    assert config_hash(a, classes) != config_hash(b, classes)
+
+
+def _with_objective(tpot: str | None, **llm: Any) -> dict[str, Any]:
+    body = _llm(**llm)
+    if tpot is None:
+        body["spec"]["slo"].pop("tpot", None)
+    else:
+        body["spec"]["slo"]["tpot"] = tpot
+    return body
+
+
+def test_the_prefill_chunk_budget_follows_the_tpot_objective_or_the_spec() -> None:
+    budgets = {}
+    for tpot in ("50ms", "100ms"):
+        _, engine = _files(_with_objective(tpot))
+        assert engine is not None
+        budgets[tpot] = engine["max_num_batched_tokens"]
+    # A looser objective lets a step carry more prompt tokens.
+    assert budgets["50ms"] < budgets["100ms"] <= 8192
+    # No TPOT objective: vLLM's own default stands.
+    _, engine = _files(_with_objective(None))
+    assert engine is not None and "max_num_batched_tokens" not in engine
+    # The spec's value is the engine's, objective or not.
+    _, engine = _files(_with_objective("50ms", maxBatchedTokens=4096))
+    assert engine is not None and engine["max_num_batched_tokens"] == 4096
+
+
+def test_the_chunk_budget_follows_the_preferred_class_and_rolls_the_pods_with_it() -> None:
+    _, classes = split_manifests(load_documents([CLASSES]))
+    body = _with_objective("100ms")
+    body["spec"]["accelerators"]["classes"] = ["h100", "a100-3g40gb"]
+    spec = parse_inference_service(body).spec
+    # Both classes usable, or the H100s gone from the cluster.
+    h100_first = {"h100": classes["h100"], "a100-3g40gb": classes["a100-3g40gb"]}
+    only_slice = {"a100-3g40gb": classes["a100-3g40gb"]}
+    files = model_files(spec, h100_first)
+    sliced = model_files(spec, only_slice)
+    # A third of an A100 prefills ~7x slower than an H100: smaller chunks fit the objective.
+    h100_chunk = json.loads(files["model.json"])["max_num_batched_tokens"]
+    slice_chunk = json.loads(sliced["model.json"])["max_num_batched_tokens"]
+    assert slice_chunk < h100_chunk
+    assert config_hash(spec, h100_first) != config_hash(spec, only_slice)
 
 
 def test_the_llm_section_does_not_change_the_user_spec() -> None:

@@ -455,6 +455,10 @@ MODEL_SIZE_MESSAGE = (
     "llm.parameters: give exactly one of parameters and weightBytes (the model's size, for "
     "the GPU memory check)"
 )
+BATCHED_TOKENS_MESSAGE = (
+    "llm.maxBatchedTokens: must be at least maxRunningSequences (vLLM refuses a step budget "
+    "smaller than the sequences it batches)"
+)
 
 
 # A Service name: the InferenceService's own name (DNS-1035 label).
@@ -493,6 +497,12 @@ class LLMSpec(_Model):
                     MODEL_SIZE_MESSAGE,
                     ".parameters",
                 ),
+                _cel(
+                    "!has(self.maxBatchedTokens) || "
+                    "self.maxBatchedTokens >= self.maxRunningSequences",
+                    BATCHED_TOKENS_MESSAGE,
+                    ".maxBatchedTokens",
+                ),
             ]
         }
     )
@@ -508,6 +518,14 @@ class LLMSpec(_Model):
         default=256,
         description="Sequences the engine batches at once; vLLM's max_num_seqs, Triton's "
         "max_batch_size for TensorRT-LLM (at most the engine's build-time max_batch_size).",
+    )
+    max_batched_tokens: Annotated[int, Field(ge=16, le=1_048_576)] | None = _optional(
+        "Prompt tokens one engine step computes at most; a longer prompt is prefilled in "
+        "chunks of this size, each in a step beside the decoding sequences (vLLM's "
+        "max_num_batched_tokens). Unset, for vLLM: the largest power of two whose step fits "
+        "slo.tpot on the slowest of the service's classes, from their engine costs (vLLM's "
+        "8192 without a tpot objective or a known class); see docs/llm.md. TensorRT-LLM "
+        "fixes it when the engine is built (max_num_tokens): give the same value."
     )
     kv_cache_memory_fraction: float = Field(
         default=0.9,
@@ -561,6 +579,14 @@ class LLMSpec(_Model):
     def _one_size(self) -> LLMSpec:
         if (self.parameters is None) == (self.weight_bytes is None):
             raise ValueError(MODEL_SIZE_MESSAGE)
+        return self
+
+    @model_validator(mode="after")
+    def _step_budget(self) -> LLMSpec:
+        if self.max_batched_tokens is not None and (
+            self.max_batched_tokens < self.max_running_sequences
+        ):
+            raise ValueError(BATCHED_TOKENS_MESSAGE)
         return self
 
 

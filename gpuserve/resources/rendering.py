@@ -20,6 +20,7 @@ from gpuserve.api.models import (
     InferenceServiceSpec,
     default_triton_image,
 )
+from gpuserve.llm.from_spec import rendered_batched_tokens
 from gpuserve.placement.planning import PoolsPlan
 from gpuserve.resources import inference_pool
 from gpuserve.resources.keda import scaled_object
@@ -109,20 +110,28 @@ def _meta(
     return meta
 
 
-def config_map(service: InferenceService) -> Obj:
+def model_files(
+    spec: InferenceServiceSpec, classes: Mapping[str, AcceleratorClassSpec]
+) -> dict[str, str]:
+    """The model's files for pods of ``classes``: vLLM's prefill chunk budget follows the
+    engine costs of the slowest of them (gpuserve.llm.chunking)."""
+    return render_model_files(spec, rendered_batched_tokens(spec, classes))
+
+
+def config_map(service: InferenceService, classes: Mapping[str, AcceleratorClassSpec]) -> Obj:
     """The model's files: config.pbtxt, and vLLM's model.json."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(service, config_map_name(service.metadata.name)),
-        "data": render_model_files(service.spec),
+        "data": model_files(service.spec, classes),
     }
 
 
-def config_hash(spec: InferenceServiceSpec) -> str:
+def config_hash(spec: InferenceServiceSpec, classes: Mapping[str, AcceleratorClassSpec]) -> str:
     """Changes with any model file, so a change rolls the pods. A lone config.pbtxt hashes
     as before model.json existed: upgrading the operator rolls no pod."""
-    files = render_model_files(spec)
+    files = model_files(spec, classes)
     if list(files) == ["config.pbtxt"]:
         return short_hash(files["config.pbtxt"])
     return short_hash("\n".join(f"{name}\n{text}" for name, text in sorted(files.items())))
@@ -201,9 +210,11 @@ def deployment(
     plan: PoolPlan,
     extra_pod_labels: Mapping[str, str] | None = None,
     *,
+    files_hash: str,
     standby: bool = False,
 ) -> Obj:
-    """The serving Deployment of a class, or with ``standby`` its warm-pool Deployment.
+    """The serving Deployment of a class, or with ``standby`` its warm-pool Deployment;
+    ``files_hash``: the model files' ``config_hash``, which rolls the pods when it changes.
 
     Both differ only in name, priority, replicas and the pool label; the serving one's
     selector has no pool label (selectors are immutable, and it predates the standby
@@ -269,7 +280,7 @@ def deployment(
             "template": {
                 "metadata": {
                     "labels": pod_labels,
-                    "annotations": {ANNOTATION_CONFIG_HASH: config_hash(spec)},
+                    "annotations": {ANNOTATION_CONFIG_HASH: files_hash},
                 },
                 "spec": pod_spec,
             },
@@ -312,14 +323,15 @@ def inference_pool_object(service: InferenceService) -> Obj | None:
 def render_children(inp: RenderInput) -> list[Obj]:
     """Every child object, in apply order (config before the pods that mount it)."""
     svc = inp.service
-    children = [config_map(svc)]
+    children = [config_map(svc, inp.classes)]
+    files_hash = config_hash(svc.spec, inp.classes)
     keda_target: str | None = None
     for class_name in svc.spec.accelerators.classes:
         accel = inp.classes.get(class_name)
         if accel is None:
             continue
         plan = inp.pools.get(class_name, PoolPlan(replicas=0))
-        dep = deployment(svc, class_name, accel, plan, inp.extra_pod_labels)
+        dep = deployment(svc, class_name, accel, plan, inp.extra_pod_labels, files_hash=files_hash)
         if svc.spec.scaling.engine == "keda" and keda_target is None:
             # KEDA owns this Deployment's replica count; gpuserve must not apply it.
             keda_target = class_name
@@ -334,7 +346,15 @@ def render_children(inp: RenderInput) -> list[Obj]:
         # its Deployment, so a pool that comes and goes is only a replica count.
         if plan.standby or svc.spec.scaling.warm_pool or svc.spec.scaling.warm_pool_mode == "auto":
             children.append(
-                deployment(svc, class_name, accel, plan, inp.extra_pod_labels, standby=True)
+                deployment(
+                    svc,
+                    class_name,
+                    accel,
+                    plan,
+                    inp.extra_pod_labels,
+                    files_hash=files_hash,
+                    standby=True,
+                )
             )
     children.append(service_object(svc))
     children.append(disruption_budget(svc))

@@ -28,8 +28,11 @@ VLLM_METRICS_PARAMETER = "REPORT_CUSTOM_METRICS"
 _VLLM_DTYPE = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
-def vllm_engine_args(spec: InferenceServiceSpec, llm: LLMSpec) -> dict[str, Any]:
-    """vLLM engine arguments (the names of vLLM's EngineArgs) from the typed fields."""
+def vllm_engine_args(
+    spec: InferenceServiceSpec, llm: LLMSpec, batched_tokens: int | None = None
+) -> dict[str, Any]:
+    """vLLM engine arguments (the names of vLLM's EngineArgs) from the typed fields;
+    ``batched_tokens``: the prefill chunk budget (gpuserve.llm.chunking), if not vLLM's."""
     args: dict[str, Any] = {
         "model": VLLM_WEIGHTS_DIR,
         "dtype": _VLLM_DTYPE[spec.precision],
@@ -46,14 +49,17 @@ def vllm_engine_args(spec: InferenceServiceSpec, llm: LLMSpec) -> dict[str, Any]
     # method themselves; naming it ("awq") would force vLLM's slower non-Marlin kernels.
     if llm.quantization == "fp8":
         args["quantization"] = "fp8"
+    if batched_tokens is not None:
+        args["max_num_batched_tokens"] = batched_tokens
     return args
 
 
-def render_model_json(spec: InferenceServiceSpec) -> str | None:
+def render_model_json(spec: InferenceServiceSpec, batched_tokens: int | None = None) -> str | None:
     """The vLLM backend's model.json, or None for other formats."""
     if spec.model.format != "vllm" or spec.llm is None:
         return None
-    return json.dumps(vllm_engine_args(spec, spec.llm), indent=2, sort_keys=True) + "\n"
+    args = vllm_engine_args(spec, spec.llm, batched_tokens)
+    return json.dumps(args, indent=2, sort_keys=True) + "\n"
 
 
 def tensorrtllm_parameters(llm: LLMSpec, engine_dir: str) -> dict[str, str]:

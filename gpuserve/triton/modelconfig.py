@@ -125,11 +125,14 @@ def render_config_pbtxt(spec: InferenceServiceSpec) -> str:
     return text
 
 
-def render_model_files(spec: InferenceServiceSpec) -> dict[str, str]:
+def render_model_files(
+    spec: InferenceServiceSpec, batched_tokens: int | None = None
+) -> dict[str, str]:
     """Every file gpuserve writes into the model's directory, by name: config.pbtxt, and
-    vLLM's model.json (which the pod finds in the version directory)."""
+    vLLM's model.json (which the pod finds in the version directory) with the prefill
+    chunk budget ``batched_tokens`` where vLLM's default does not stand."""
     files = {"config.pbtxt": render_config_pbtxt(spec)}
-    model_json = render_model_json(spec)
+    model_json = render_model_json(spec, batched_tokens)
     if model_json is not None:
         files[MODEL_JSON] = model_json
     return files
