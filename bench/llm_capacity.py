@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/llm_capacity.py [--seeds 3] [--minutes M] [--routing-only]
         [--only azure-conv,mooncake-conv,bursty,flash-crowd] [--vllm-default-chunks]
+    .venv/bin/python bench/llm_capacity.py --minutes 20 --chunk-sweep 512,1024,2048,4096,8192
 
 (the routing table runs with mooncake-conv, with no --only, or alone with --routing-only)
 
@@ -36,9 +37,11 @@ sys.path.insert(0, str(REPO))
 
 from gpuserve.llm.capacity import TokenObjectives  # noqa: E402
 from gpuserve.llm.chunking import chunk_for_objective  # noqa: E402
+from gpuserve.llm.deciding import LLMPolicy  # noqa: E402
 from gpuserve.llm.params import EngineParams  # noqa: E402
 from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, simulate_cluster  # noqa: E402
-from gpuserve.sim.llm.lineup import Entry, compare  # noqa: E402
+from gpuserve.sim.llm.lineup import Entry, compare, contender  # noqa: E402
+from gpuserve.sim.llm.oracle import plan_oracle  # noqa: E402
 from gpuserve.sim.llm.scalers import Static  # noqa: E402
 from gpuserve.sim.llm.traces import (  # noqa: E402
     MOONCAKE_BLOCK,
@@ -180,6 +183,38 @@ def scalers_table(workload: Workload, seeds: int) -> None:
     sys.stdout.flush()
 
 
+def chunk_table(minutes: float | None, sizes: list[int]) -> None:
+    """gpuserve on the real traces (seed 0) with each prefill chunk budget: what the
+    budget costs and buys. Every run starts at the oracle's first size, planned once per
+    workload with vLLM's default chunks."""
+    print(
+        "\n### prefill chunk budget (max_num_batched_tokens), gpuserve, seed 0\n\n"
+        "| workload | chunk tokens | step with a full chunk ms | TTFT att. % | TPOT att. % "
+        "| both % | GPU-h | goodput tok/s/GPU |\n|---|---|---|---|---|---|---|---|"
+    )
+    for workload in workloads(minutes, vllm_default_chunks=True):
+        if workload.name not in ("azure-conv", "mooncake-conv"):
+            continue
+        trace = workload.make(0)
+        base = ClusterConfig(workload.params, workload.objectives, seed=0)
+        plan, _ = plan_oracle(base, trace, target=workload.objectives.quantile)
+        rendered = chunk_for_objective(workload.params, workload.objectives.tpot_s)
+        for size in sizes:
+            params = replace(workload.params, max_batched_tokens=size)
+            config = replace(base, params=params, initial_replicas=plan.plan[0])
+            policy = LLMPolicy(workload.objectives, params, max_replicas=2 * max(plan.plan))
+            run = simulate_cluster(config, trace, contender("gpuserve", policy, trace, peak=1))
+            mark = " (gpuserve's)" if size == rendered else ""
+            print(
+                f"| {workload.name} {workload.load} | {size}{mark} "
+                f"| {1000 * params.step_cost_s(size, 0, 0):.0f} "
+                f"| {100 * run.ttft_attainment():.2f} | {100 * run.tpot_attainment():.2f} "
+                f"| {100 * run.attainment():.2f} | {run.gpu_hours:.3f} "
+                f"| {run.goodput_per_gpu():.0f} |"
+            )
+            sys.stdout.flush()
+
+
 def _fewest_static(
     config: ClusterConfig, trace: TokenTrace, target: float
 ) -> tuple[int, ClusterRun]:
@@ -237,9 +272,18 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="prefill in vLLM's default 8,192-token chunks, not those gpuserve renders",
     )
+    p.add_argument(
+        "--chunk-sweep",
+        default="",
+        help="comma-separated chunk budgets: only the chunk table (gpuserve, real traces)",
+    )
     args = p.parse_args(argv)
     chunks = args.vllm_default_chunks
     began = time.perf_counter()
+    if args.chunk_sweep:
+        chunk_table(args.minutes, [int(x) for x in args.chunk_sweep.split(",")])
+        print(f"\nwall time {time.perf_counter() - began:.0f} s")
+        return
     if not args.routing_only:
         chosen = {w for w in args.only.split(",") if w}
         for workload in workloads(args.minutes, vllm_default_chunks=chunks):
