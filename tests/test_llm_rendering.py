@@ -61,6 +61,7 @@ def test_vllm_example_config_model_json_and_pod() -> None:
         # Prefill chunks whose step fits the 60 ms TPOT objective on the H100, the first
         # class (gpuserve.llm.chunking; tests/llm/test_chunking.py).
         "max_num_batched_tokens": 1024,
+        "enable_chunked_prefill": True,
     }
     pod = _pod(objs, "llama-chat-h100")
     (triton,) = pod["containers"]
@@ -206,6 +207,7 @@ def test_the_prefill_chunk_budget_follows_the_tpot_objective_or_the_spec() -> No
     # No TPOT objective: vLLM's own default stands.
     _, engine = _files(_with_objective(None))
     assert engine is not None and "max_num_batched_tokens" not in engine
+    assert "enable_chunked_prefill" not in engine
     # The spec's value is the engine's, objective or not.
     _, engine = _files(_with_objective("50ms", maxBatchedTokens=4096))
     assert engine is not None and engine["max_num_batched_tokens"] == 4096

@@ -51,6 +51,9 @@ def vllm_engine_args(
         args["quantization"] = "fp8"
     if batched_tokens is not None:
         args["max_num_batched_tokens"] = batched_tokens
+        # Older vLLM (V0) chunks prompts only when asked, and refuses a step budget under
+        # max_model_len without chunking; V1 always chunks and accepts the flag.
+        args["enable_chunked_prefill"] = True
     return args
 
 
