@@ -210,3 +210,34 @@ def test_a_rise_within_its_noise_is_no_burst() -> None:
     noise = math.sqrt(base / 15.0)
     replicas, headroom = _after_a_rise(POLICY, 3.0 * noise, base)
     assert headroom == 0.0 and replicas == 1
+
+
+def test_a_short_rise_within_the_burst_test_buys_replicas_only_while_it_lasts() -> None:
+    """A 15-s rise beyond the surge test (2 sigma) but not the burst test (4 sigma) is
+    chased, and released at the next evaluation: the scale-down window keeps what the
+    stable rate backs, not each noisy 15-s rate (Mooncake held a replica too many)."""
+    per_replica = replica_capacity(POLICY.params, SHAPE, OBJECTIVES).rate * POLICY.utilization
+    base = 1.9 * per_replica
+    rise = 3.0 * math.sqrt((base + 0.5 * per_replica) / 15.0)
+    noise = math.sqrt((base + rise) / 15.0)
+    assert 2.0 * noise < rise < 4.0 * noise
+    assert math.ceil((base + rise) / per_replica) > math.ceil(base / per_replica) == 2
+    memory = PolicyMemory(since=-1000.0)  # a whole window seen: the current size is known
+    chased = decide_llm(
+        policy=POLICY,
+        stable=_seen(0.0, base),
+        recent=_recent(0.0, base + rise),
+        pools=_pools(2),
+        now=0.0,
+        memory=memory,
+    )
+    assert chased.desired_replicas > 2
+    after = decide_llm(
+        policy=POLICY,
+        stable=_seen(30.0, base),
+        recent=_recent(30.0, base),
+        pools=_pools(chased.desired_replicas),
+        now=30.0,
+        memory=chased.memory,
+    )
+    assert after.desired_replicas == 2 and after.signals["burstHeadroom"] == 0.0
