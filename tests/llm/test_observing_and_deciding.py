@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from gpuserve.autoscaling.decision import PolicyMemory
+from gpuserve.autoscaling.decision import Decision, PolicyMemory
 from gpuserve.autoscaling.pools import ClassPool, PoolState
 from gpuserve.llm import metrics as vllm
 from gpuserve.llm.capacity import LoadShape, TokenObjectives, replica_capacity
@@ -171,25 +171,27 @@ def _recent(at: float, rate: float) -> Observation:
     return Observation(at, 15.0, rate, SHAPE, 0.2, 0.03, 0.02, 10.0, 0.0, 0.2, 0.0)
 
 
+def _decide_at(
+    now: float, stable: float, recent: float, ready: int, memory: PolicyMemory, policy: LLMPolicy
+) -> Decision:
+    """One evaluation at ``now`` with a 60-s and a 15-s rate and ``ready`` replicas."""
+    return decide_llm(
+        policy=policy,
+        stable=_seen(now, stable),
+        recent=_recent(now, recent),
+        pools=_pools(ready),
+        now=now,
+        memory=memory,
+    )
+
+
 def _after_a_rise(policy: LLMPolicy, rise: float, base: float) -> tuple[int, float]:
     """Desired replicas and burst headroom ten minutes after one 15-s rise of ``rise``
     req/s over ``base``, demand at ``base`` since (past the scale-down window)."""
-    decision = decide_llm(
-        policy=policy,
-        stable=_seen(0.0, base),
-        recent=_recent(0.0, base + rise),
-        pools=_pools(1),
-        now=0.0,
-        memory=PolicyMemory(),
-    )
+    decision = _decide_at(0.0, base, base + rise, 1, PolicyMemory(), policy)
     for now in range(60, 660, 60):
-        decision = decide_llm(
-            policy=policy,
-            stable=_seen(float(now), base),
-            recent=_recent(float(now), base),
-            pools=_pools(decision.desired_replicas),
-            now=float(now),
-            memory=decision.memory,
+        decision = _decide_at(
+            float(now), base, base, decision.desired_replicas, decision.memory, policy
         )
     return decision.desired_replicas, decision.signals["burstHeadroom"]
 
@@ -223,21 +225,7 @@ def test_a_short_rise_within_the_burst_test_buys_replicas_only_while_it_lasts() 
     assert 2.0 * noise < rise < 4.0 * noise
     assert math.ceil((base + rise) / per_replica) > math.ceil(base / per_replica) == 2
     memory = PolicyMemory(since=-1000.0)  # a whole window seen: the current size is known
-    chased = decide_llm(
-        policy=POLICY,
-        stable=_seen(0.0, base),
-        recent=_recent(0.0, base + rise),
-        pools=_pools(2),
-        now=0.0,
-        memory=memory,
-    )
+    chased = _decide_at(0.0, base, base + rise, 2, memory, POLICY)
     assert chased.desired_replicas > 2
-    after = decide_llm(
-        policy=POLICY,
-        stable=_seen(30.0, base),
-        recent=_recent(30.0, base),
-        pools=_pools(chased.desired_replicas),
-        now=30.0,
-        memory=chased.memory,
-    )
+    after = _decide_at(30.0, base, base, chased.desired_replicas, chased.memory, POLICY)
     assert after.desired_replicas == 2 and after.signals["burstHeadroom"] == 0.0
