@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The API's default for ``scaling.scaleDownStabilization`` (tests hold the two equal), so
+# a policy built without a spec (benchmarks, tests) behaves as the operator's would.
+SCALE_DOWN_WINDOW_S = 120.0
+
 
 @dataclass(frozen=True, slots=True)
 class ServiceProfile:
@@ -94,7 +98,7 @@ class PolicyConfig:
     panic_window: float = 6.0
     panic_threshold: float = 1.0
     panic_hold: float = 60.0
-    scale_down_window: float = 120.0
+    scale_down_window: float = SCALE_DOWN_WINDOW_S
     warm_scale_down_window: float = 30.0
     scale_up_max_factor: float = 2.0
     scale_up_min_step: int = 4

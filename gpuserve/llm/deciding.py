@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gpuserve.autoscaling.bursts import burst_headroom, remember_minute
+from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S
 from gpuserve.autoscaling.deciding import finish_decision
 from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory
 from gpuserve.autoscaling.pools import PoolState
@@ -59,7 +60,7 @@ class LLMPolicy:
     utilization: float = 1.0  # share of the modelled capacity (already at the quantile)
     startup_s: float = 45.0
     queue_budget_s: float = 10.0
-    scale_down_window_s: float = 300.0
+    scale_down_window_s: float = SCALE_DOWN_WINDOW_S
     max_sample_age_s: float = 60.0
     burst_memory_s: float = 1800.0  # 0 turns burst memory off
 

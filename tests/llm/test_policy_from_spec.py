@@ -10,6 +10,9 @@ import pytest
 import yaml
 
 from gpuserve.api.models import InferenceServiceSpec
+from gpuserve.autoscaling.config import PolicyConfig
+from gpuserve.autoscaling.from_spec import policy_config_from_spec
+from gpuserve.llm.deciding import LLMPolicy
 from gpuserve.llm.from_spec import UNSET_OBJECTIVE_S, llm_policy_from_spec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -43,3 +46,19 @@ def test_one_objective_alone_leaves_the_other_unbinding_and_none_gives_no_policy
 def test_a_non_llm_service_has_no_llm_policy() -> None:
     spec = InferenceServiceSpec.model_validate(_spec("resnet50-onnx-fp16.yaml"))
     assert llm_policy_from_spec(spec) is None
+
+
+def test_policies_built_without_a_spec_scale_down_as_the_api_default_does() -> None:
+    # Benchmarks and the simulator build policies from the dataclasses' defaults; those
+    # must be the operator's, or the figures describe a setting no user has.
+    spec = InferenceServiceSpec.model_validate(_spec("llama-vllm.yaml"))
+    assert "scaleDownStabilization" not in _spec("llama-vllm.yaml")["scaling"]
+    from_spec = llm_policy_from_spec(spec)
+    assert from_spec is not None
+    bare = LLMPolicy(from_spec.objectives)
+    assert bare.scale_down_window_s == from_spec.scale_down_window_s
+    request = policy_config_from_spec(
+        InferenceServiceSpec.model_validate(_spec("resnet50-onnx-fp16.yaml"))
+    )
+    bare_request = PolicyConfig(profile=request.profile, slo_latency=request.slo_latency)
+    assert bare_request.scale_down_window == request.scale_down_window
