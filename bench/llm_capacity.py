@@ -197,12 +197,12 @@ def chunk_table(minutes: float | None, sizes: list[int]) -> None:
             continue
         trace = workload.make(0)
         base = ClusterConfig(workload.params, workload.objectives, seed=0)
-        plan, _ = plan_oracle(base, trace, target=workload.objectives.quantile)
+        plan, _, peak = plan_oracle(base, trace, target=workload.objectives.quantile)
         rendered = chunk_for_objective(workload.params, workload.objectives.tpot_s)
         for size in sizes:
             params = replace(workload.params, max_batched_tokens=size)
             config = replace(base, params=params, initial_replicas=plan.plan[0])
-            policy = LLMPolicy(workload.objectives, params, max_replicas=2 * max(plan.plan))
+            policy = LLMPolicy(workload.objectives, params, max_replicas=2 * peak)
             run = simulate_cluster(config, trace, contender("gpuserve", policy, trace, peak=1))
             mark = " (gpuserve's)" if size == rendered else ""
             print(

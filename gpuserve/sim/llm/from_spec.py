@@ -193,10 +193,9 @@ def run_llm_policy(
     )
     if name not in ("oracle", "static-peak"):
         return simulate_cluster(config, trace, contender(name, policy, trace, peak=1))
-    plan, run = plan_oracle(
+    _, run, peak = plan_oracle(
         config, trace, target=policy.objectives.quantile, most=policy.max_replicas
     )
     if name == "oracle":
         return run
-    peak = max(plan.plan)
     return simulate_cluster(replace(config, initial_replicas=peak), trace, Static(peak))

@@ -89,9 +89,10 @@ def compare(config: ClusterConfig, trace: TokenTrace, *, window_s: float = 60.0)
     """The oracle first, then static at its peak, gpuserve and the baselines."""
     objectives = config.objectives
     started = time.perf_counter()
-    plan, oracle_run = plan_oracle(config, trace, window_s=window_s, target=objectives.quantile)
+    plan, oracle_run, peak = plan_oracle(
+        config, trace, window_s=window_s, target=objectives.quantile
+    )
     entries = [Entry("oracle", oracle_run, time.perf_counter() - started)]
-    peak = max(plan.plan)
     most = 2 * peak
     policy = LLMPolicy(objectives, config.params, max_replicas=most, startup_s=config.startup_s)
     contenders = [contender(name, policy, trace, peak=peak) for name in SCALED]
