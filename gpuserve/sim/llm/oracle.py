@@ -6,8 +6,8 @@ lower bound for a real scaler on the same trace (up to the window granularity).
 Each window is first sized alone, then the plan is checked end to end: a window starts
 with the work the previous one left running and with the prefix cache it warmed, so a
 size found alone can fall short (long prompts still prefilling) or be more than needed.
-A window still short of what ample replicas reach in the same run gets one more replica,
-until none is short."""
+A window still short of the target, or of what ample replicas reach in the same run, gets
+one more replica, until none is short (at most ``REFINE_ROUNDS`` times)."""
 
 from __future__ import annotations
 
@@ -18,12 +18,11 @@ from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, simulate_cluster
 from gpuserve.sim.llm.scalers import Planned, Static
 from gpuserve.sim.llm.traces import TokenRequest, TokenTrace
 
-# End-to-end checks that add a replica to windows still short (a bound: most plans settle
-# in one or two).
+# A bound on the end-to-end checks (each is one run over the whole trace).
 REFINE_ROUNDS = 8
 
 
-class OraclePlan(NamedTuple):
+class LLMOraclePlan(NamedTuple):
     scaler: Planned  # the plan, replayable
     run: ClusterRun  # its run over the whole trace
     # The most replicas a window needs alone: what provisioning for the busiest minute
@@ -39,7 +38,7 @@ def plan_oracle(
     window_s: float = 60.0,
     target: float = 0.99,
     most: int = 64,
-) -> OraclePlan:
+) -> LLMOraclePlan:
     """The plan, its run over the whole trace and the peak of the windows alone."""
     count = int(trace.duration // window_s) + 1
     plan: list[int] = []
@@ -66,7 +65,7 @@ def plan_oracle(
             plan[k] += 1
         scaler = Planned(window_s, tuple(plan))
         run = _run(config, trace, scaler)
-    return OraclePlan(scaler, run, peak)
+    return LLMOraclePlan(scaler, run, peak)
 
 
 def _run(config: ClusterConfig, trace: TokenTrace, scaler: Planned) -> ClusterRun:
