@@ -129,7 +129,7 @@ def decide_llm(
         limit = reference.limit if reference else "no class"
         why = f"objectives unreachable on one replica ({limit}): holding"
         return _decision(policy, pools, memory, now, "hold", committed, why, signals)
-    need = _replicas_for(demand + backlog, per_replica)
+    need = replicas_for(demand + backlog, per_replica)
     reason = (
         f"{demand:.2f} req/s + backlog {backlog:.2f} req/s at {per_replica:.2f} req/s per "
         f"replica ({reference.limit if reference else ''}-bound)"
@@ -139,7 +139,7 @@ def decide_llm(
     burst = burst_headroom(
         surges, policy.startup_s, stable.rate, quantile=policy.objectives.quantile
     )
-    need_burst = _replicas_for(stable.rate + burst, per_replica) if burst > 0 else 0
+    need_burst = replicas_for(stable.rate + burst, per_replica) if burst > 0 else 0
     signals.update(burstHeadroom=burst, needBurst=float(need_burst))
     if need_burst > need:
         need = need_burst
@@ -159,7 +159,7 @@ def decide_llm(
     # later. The 15-s rate rises beyond 2 sigma in some evaluation of most windows (one
     # every 5 s) on Poisson traffic alone; a rise that lasts is in the stable rate within
     # a minute, and one far beyond its noise is in the burst memory.
-    evidence = max(need_burst, _replicas_for(stable.rate, per_replica))
+    evidence = max(need_burst, replicas_for(stable.rate, per_replica))
     since = now - policy.scale_down_window_s
     kept = (*((t, n) for t, n in memory.recommendations if t > since), (now, min(need, evidence)))
     # Until a whole window has been seen (a restarted operator), the current size counts
@@ -181,7 +181,7 @@ def decide_llm(
     return _decision(policy, pools, memory, now, mode, target, reason, signals)
 
 
-def _replicas_for(rate: float, per_replica: float) -> int:
+def replicas_for(rate: float, per_replica: float) -> int:
     """Replicas that serve ``rate`` at ``per_replica`` each (a rate that is a whole multiple
     of the capacity, up to rounding, needs no extra replica)."""
     return math.ceil(rate / per_replica - 1e-9)

@@ -13,6 +13,7 @@ from gpuserve.llm.chunking import chunk_for_objective
 from gpuserve.llm.deciding import LLMPolicy
 from gpuserve.llm.params import EngineParams
 from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, simulate_cluster
+from gpuserve.sim.llm.from_spec import fit_to_trace
 from gpuserve.sim.llm.oracle import plan_oracle
 from gpuserve.sim.llm.scalers import GpuserveLLM, Static
 from gpuserve.sim.llm.traces import (
@@ -145,12 +146,7 @@ def test_the_oracle_adds_replicas_where_a_window_falls_short_in_context() -> Non
     )
     trace = replace(full, requests=part)
     objectives = TokenObjectives(ttft_s=10.0, tpot_s=0.1)
-    measured = EngineParams(max_model_len=131_072)
-    engine = replace(
-        measured,
-        block_size=trace.block_size,
-        num_blocks=measured.capacity_tokens // trace.block_size,
-    )
+    engine = fit_to_trace(EngineParams(max_model_len=131_072), trace)
     engine = replace(engine, max_batched_tokens=chunk_for_objective(engine, objectives.tpot_s))
     config = ClusterConfig(engine, objectives, seed=1)
     plan, run, _ = plan_oracle(config, trace)

@@ -51,9 +51,9 @@ def test_a_non_llm_service_has_no_llm_policy() -> None:
 def test_policies_built_without_a_spec_scale_down_as_the_api_default_does() -> None:
     # Benchmarks and the simulator build policies from the dataclasses' defaults; those
     # must be the operator's, or the figures describe a setting no user has.
-    spec = InferenceServiceSpec.model_validate(_spec("llama-vllm.yaml"))
-    assert "scaleDownStabilization" not in _spec("llama-vllm.yaml")["scaling"]
-    from_spec = llm_policy_from_spec(spec)
+    raw = _spec("llama-vllm.yaml")
+    assert "scaleDownStabilization" not in raw["scaling"]
+    from_spec = llm_policy_from_spec(InferenceServiceSpec.model_validate(raw))
     assert from_spec is not None
     bare = LLMPolicy(from_spec.objectives)
     assert bare.scale_down_window_s == from_spec.scale_down_window_s

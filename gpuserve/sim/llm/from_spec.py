@@ -9,14 +9,13 @@ rule sizes replicas for, and the class a service lands on while the cluster has 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from gpuserve.api.llm_sizing import GIB, memory_shortfall
 from gpuserve.api.models import LLM_FORMATS, AcceleratorClassSpec, InferenceServiceSpec
 from gpuserve.llm.capacity import replica_capacity
-from gpuserve.llm.deciding import LLMPolicy
+from gpuserve.llm.deciding import LLMPolicy, replicas_for
 from gpuserve.llm.from_spec import llm_policy_from_spec
 from gpuserve.llm.gpus import ACTIVATION_BYTES, datasheet_for
 from gpuserve.llm.params import EngineParams
@@ -29,7 +28,7 @@ from gpuserve.sim.llm.cluster import (
     simulate_cluster,
 )
 from gpuserve.sim.llm.lineup import LLMPolicyName, contender, trace_shape
-from gpuserve.sim.llm.oracle import plan_oracle
+from gpuserve.sim.llm.oracle import plan_oracle, sizes_alone
 from gpuserve.sim.llm.scalers import Static
 from gpuserve.sim.llm.traces import TokenTrace
 
@@ -170,7 +169,7 @@ def steady_replicas(policy: LLMPolicy, trace: TokenTrace) -> int:
     rate = sum(1 for r in trace.requests if r.arrival_s < span) / span
     shape = trace_shape(trace, policy.objectives.quantile)
     per_replica = replica_capacity(policy.params, shape, policy.objectives).rate
-    wanted = math.ceil(rate / per_replica - 1e-9) if per_replica > 0 else policy.max_replicas
+    wanted = replicas_for(rate, per_replica) if per_replica > 0 else policy.max_replicas
     return max(1, policy.min_replicas, min(policy.max_replicas, wanted))
 
 
@@ -193,9 +192,9 @@ def run_llm_policy(
     )
     if name not in ("oracle", "static-peak"):
         return simulate_cluster(config, trace, contender(name, policy, trace, peak=1))
-    _, run, peak = plan_oracle(
-        config, trace, target=policy.objectives.quantile, most=policy.max_replicas
-    )
+    target, most = policy.objectives.quantile, policy.max_replicas
     if name == "oracle":
-        return run
+        return plan_oracle(config, trace, target=target, most=most).run
+    # Static at peak needs only the windows sized alone, not the oracle's end-to-end checks.
+    peak = max(sizes_alone(config, trace, target=target, most=most))
     return simulate_cluster(replace(config, initial_replicas=peak), trace, Static(peak))

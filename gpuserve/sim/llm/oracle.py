@@ -40,25 +40,17 @@ def plan_oracle(
     most: int = 64,
 ) -> LLMOraclePlan:
     """The plan, its run over the whole trace and the peak of the windows alone."""
-    count = int(trace.duration // window_s) + 1
-    plan: list[int] = []
-    for k in range(count):
-        part = _window(trace, k * window_s, (k + 1) * window_s)
-        plan.append(_fewest(config, part, target, most, start=plan[-1] if plan else 1))
+    plan = sizes_alone(config, trace, window_s=window_s, target=target, most=most)
+    count = len(plan)
     peak = max(plan)
     # What each window can attain in context: ample replicas over the whole trace.
-    ample = _run(config, trace, Planned(window_s, (min(most, _ample(peak)),) * count))
-    goals = [
-        min(target, ample.attainment(k * window_s, (k + 1) * window_s) - 1e-9) for k in range(count)
-    ]
+    ample = _static(config, trace, min(most, _ample(peak)))
+    goals = [min(target, reached - 1e-9) for reached in _by_window(ample, window_s, count)]
     scaler = Planned(window_s, tuple(plan))
     run = _run(config, trace, scaler)
     for _ in range(REFINE_ROUNDS):
-        short = [
-            k
-            for k in range(count)
-            if run.attainment(k * window_s, (k + 1) * window_s) < goals[k] and plan[k] < most
-        ]
+        reached = _by_window(run, window_s, count)
+        short = [k for k in range(count) if reached[k] < goals[k] and plan[k] < most]
         if not short:
             break
         for k in short:
@@ -66,6 +58,32 @@ def plan_oracle(
         scaler = Planned(window_s, tuple(plan))
         run = _run(config, trace, scaler)
     return LLMOraclePlan(scaler, run, peak)
+
+
+def sizes_alone(
+    config: ClusterConfig,
+    trace: TokenTrace,
+    *,
+    window_s: float = 60.0,
+    target: float = 0.99,
+    most: int = 64,
+) -> list[int]:
+    """Per window, the fewest replicas for its requests alone: the oracle's first pass, and
+    its largest is what static provisioning for the busiest window buys."""
+    plan: list[int] = []
+    for k in range(int(trace.duration // window_s) + 1):
+        part = _window(trace, k * window_s, (k + 1) * window_s)
+        plan.append(_fewest(config, part, target, most, start=plan[-1] if plan else 1))
+    return plan
+
+
+def _by_window(run: ClusterRun, window_s: float, count: int) -> list[float]:
+    """The run's attainment in each of ``count`` windows."""
+    return [run.attainment(k * window_s, (k + 1) * window_s) for k in range(count)]
+
+
+def _static(config: ClusterConfig, trace: TokenTrace, replicas: int) -> ClusterRun:
+    return simulate_cluster(replace(config, initial_replicas=replicas), trace, Static(replicas))
 
 
 def _run(config: ClusterConfig, trace: TokenTrace, scaler: Planned) -> ClusterRun:
@@ -95,8 +113,7 @@ def _fewest(
         return 1
 
     def attained(n: int) -> float:
-        sized = replace(config, initial_replicas=n)
-        return simulate_cluster(sized, part, Static(n)).attainment()
+        return _static(config, part, n).attainment()
 
     # Some requests miss on any number of replicas (a prompt too long for the TTFT
     # objective): the window's goal is then what ample replicas attain.
