@@ -35,7 +35,7 @@ from gpuserve.llm.kvcache import KVCache, chain_keys
 from gpuserve.llm.params import EngineParams
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Request:
     """A prompt of ``prompt_tokens`` tokens asking for ``output_tokens`` tokens.
 
@@ -50,7 +50,7 @@ class Request:
     block_hashes: tuple[int, ...] = ()
 
 
-@dataclass
+@dataclass(slots=True)
 class RequestTiming:
     """What happened to one request, on the caller's clock."""
 
@@ -76,7 +76,7 @@ class RequestTiming:
         return None if self.finish_s is None else self.finish_s - self.arrival_s
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen init costs 4x as much, paid once per token
 class Token:
     """One output token. ``gap_s`` is the time since the previous token, or for the first
     token since arrival: the time to first token (TTFT); vLLM's time per output token
@@ -132,6 +132,20 @@ class EngineStats:
 class _Sequence:
     """A request inside the engine."""
 
+    # Slots: the step loops read these attributes once per running sequence and step.
+    __slots__ = (
+        "aborted",
+        "admitted_once",
+        "computed",
+        "generated",
+        "held_keys",
+        "keys",
+        "pending",
+        "private_blocks",
+        "request",
+        "timing",
+    )
+
     def __init__(self, request: Request, keys: tuple[int, ...]) -> None:
         self.request = request
         self.keys = keys  # prefix keys of the prompt's full, hashed blocks
@@ -157,7 +171,9 @@ class _Sequence:
 
     @property
     def decoding(self) -> bool:
-        """Its only missing token is the last one generated (not a prompt or recompute)."""
+        """Its only missing token is the last one generated (not a prompt or recompute).
+        ``Engine.begin_step`` and ``Engine._decode_stretch`` inline this rule: they run it
+        for every running sequence between two steps."""
         return self.generated > 0 and self.num_tokens - self.computed == 1
 
 
@@ -247,18 +263,39 @@ class Engine:
         if self._in_step is not None:
             raise RuntimeError("begin_step: the previous step has not ended")
         budget = self.params.max_batched_tokens
+        size = self.params.block_size
+        cache = self.cache
+        running = self._running
         scheduled: list[_Sequence] = []
         preempted: list[_Sequence] = []
+        # The step's decoding sequences, their context tokens, and prompt tokens computed.
+        decoding = context = prefill = 0
         index = 0
-        while index < len(self._running) and budget > 0:
-            sequence = self._running[index]
-            pending = min(sequence.num_tokens - sequence.computed, budget)
-            needed = self.params.blocks_for(sequence.computed + pending) - sequence.blocks
-            while needed > self.cache.available and sequence in self._running:
-                preempted.append(self._preempt_newest())
-            if sequence not in self._running:
-                break  # it was the newest: nothing after it is left to schedule
-            self._take_blocks(sequence, needed)
+        # The loop runs once per running sequence and step: attributes are read directly
+        # (the properties' arithmetic inlined), since it dominates a simulation's time.
+        while index < len(running) and budget > 0:
+            sequence = running[index]
+            computed = sequence.computed
+            tokens = sequence.request.prompt_tokens + sequence.generated
+            missing = tokens - computed
+            pending = missing if missing < budget else budget
+            needed = -(-(computed + pending) // size) - (
+                len(sequence.held_keys) + sequence.private_blocks
+            )
+            if needed > 0:
+                # Preemption takes the newest (last) sequence: this one is gone once the
+                # list is no longer than its index.
+                while needed > cache.available and index < len(running):
+                    preempted.append(self._preempt_newest())
+                if index >= len(running):
+                    break  # it was the newest: nothing after it is left to schedule
+                cache.allocate(needed)
+                sequence.private_blocks += needed
+            if missing == 1 and sequence.generated > 0:  # ``_Sequence.decoding``
+                decoding += 1
+                context += tokens
+            else:
+                prefill += pending
             sequence.pending = pending
             budget -= pending
             scheduled.append(sequence)
@@ -268,27 +305,61 @@ class Engine:
         if not scheduled:
             return None
         self._in_step = scheduled
-        return self._plan(scheduled, admitted, preempted)
+        for sequence in admitted:  # a recomputed sequence may be decoding again
+            if sequence.decoding:
+                decoding += 1
+                context += sequence.num_tokens
+            else:
+                prefill += sequence.pending
+        return StepPlan(
+            cost_s=self.params.step_cost_s(prefill, decoding, context),
+            prefill_tokens=prefill,
+            decode_seqs=decoding,
+            context_tokens=context,
+            scheduled=tuple([s.request.request_id for s in scheduled]),
+            admitted=tuple([s.request.request_id for s in admitted]),
+            preempted=tuple([s.request.request_id for s in preempted]),
+        )
 
-    def end_step(self, now: float) -> StepResult:
-        """Completes the step begun last: its sequences' tokens are computed at ``now``."""
+    def end_step(self, now: float, *, every_token: bool = True) -> StepResult:
+        """Completes the step begun last: its sequences' tokens are computed at ``now``.
+
+        With ``every_token`` False the result lists only first tokens (the TTFTs): a
+        caller that reads token times from the requests' timings, as a simulator does,
+        skips making one ``Token`` per sequence and step. The timings are the same."""
         if self._in_step is None:
             raise RuntimeError("end_step: no step has begun")
         scheduled, self._in_step = self._in_step, None
         self._steps += 1
         tokens: list[Token] = []
         finished: list[RequestTiming] = []
+        emitted = 0
         for sequence in scheduled:
             if sequence.aborted:
                 continue
             sequence.computed += sequence.pending
             sequence.pending = 0
-            self._publish_full_blocks(sequence)
-            if sequence.computed < sequence.num_tokens:
+            if len(sequence.held_keys) < len(sequence.keys):
+                self._publish_full_blocks(sequence)
+            request = sequence.request
+            index = sequence.generated
+            if sequence.computed < request.prompt_tokens + index:
                 continue  # a prefill chunk: no token yet
-            tokens.append(self._emit(sequence, now))
-            if sequence.generated == sequence.request.output_tokens:
+            # The sequence emits its next token (inlined: once per sequence and step).
+            timing = sequence.timing
+            token_s = timing.token_s
+            last = index + 1 == request.output_tokens
+            if index == 0:
+                self._prompt_tokens += request.prompt_tokens
+                tokens.append(Token(request.request_id, 0, now, now - timing.arrival_s, last))
+            elif every_token:
+                tokens.append(Token(request.request_id, index, now, now - token_s[-1], last))
+            sequence.generated = index + 1
+            token_s.append(now)
+            emitted += 1
+            if last:
                 finished.append(self._finish(sequence, now))
+        self._generation_tokens += emitted
         return StepResult(tuple(tokens), tuple(finished))
 
     def fast_forward(self, now: float, until_s: float) -> tuple[float, list[RequestTiming]]:
@@ -301,12 +372,14 @@ class Engine:
         clock = now
         finished: list[RequestTiming] = []
         running = self._running
-        while clock < until_s and self._decoding_only():
+        while clock < until_s:
             # Up to and including the next step that finishes a sequence.
-            most = min(s.request.output_tokens - s.generated for s in running)
+            stretch = self._decode_stretch()
+            if stretch is None:
+                break
+            most, context = stretch
             most = self._steps_with_blocks(most)
             batch = len(running)
-            context = sum(s.num_tokens for s in running)
             ends: list[float] = []
             while len(ends) < most and clock < until_s:
                 clock += self.params.step_cost_s(0, batch, context)
@@ -315,36 +388,62 @@ class Engine:
             if not ends:
                 break
             size = self.params.block_size
+            steps = len(ends)
+            grown = 0  # taken in one allocation: the same blocks as one per sequence
             for sequence in running:
-                sequence.computed += len(ends)
-                sequence.generated += len(ends)
-                self._take_blocks(sequence, -(-sequence.computed // size) - sequence.blocks)
+                computed = sequence.computed + steps
+                sequence.computed = computed
+                sequence.generated += steps
+                extra = -(-computed // size) - len(sequence.held_keys) - sequence.private_blocks
+                if extra > 0:
+                    sequence.private_blocks += extra
+                    grown += extra
                 sequence.timing.token_s.extend(ends)
-            self._generation_tokens += len(ends) * batch
-            self._steps += len(ends)
+            if grown:
+                self.cache.allocate(grown)
+            self._generation_tokens += steps * batch
+            self._steps += steps
             for sequence in [s for s in running if s.generated == s.request.output_tokens]:
                 finished.append(self._finish(sequence, clock))
             if len(ends) < most:
                 break  # the next arrival comes first
         return clock, finished
 
-    def _decoding_only(self) -> bool:
-        """Every running sequence decodes, nothing waits, and one step takes them all."""
+    def _decode_stretch(self) -> tuple[int, int] | None:
+        """When every running sequence decodes, nothing waits and one step takes them all:
+        the fewest tokens any of them has left to generate, and their context tokens
+        (one pass, as it runs between any two steps of a simulation). Otherwise None."""
         running = self._running
-        return (
-            self._in_step is None
-            and not self._waiting
-            and 0 < len(running) <= self.params.max_batched_tokens
-            and all(s.decoding for s in running)
-        )
+        if (
+            self._in_step is not None
+            or self._waiting
+            or not 0 < len(running) <= self.params.max_batched_tokens
+        ):
+            return None
+        most = None
+        context = 0
+        for s in running:
+            generated = s.generated
+            tokens = s.request.prompt_tokens + generated
+            if generated == 0 or tokens - s.computed != 1:
+                return None  # not decoding (``_Sequence.decoding``, inlined)
+            left = s.request.output_tokens - generated
+            if most is None or left < most:
+                most = left
+            context += tokens
+        return (most, context) if most is not None else None
 
     def _steps_with_blocks(self, most: int) -> int:
         """The most decode steps (up to ``most``) the free blocks allow every running
         sequence (blocks grow by one every ``block_size`` tokens)."""
         size = self.params.block_size
+        running = self._running
 
         def needed(steps: int) -> int:
-            return sum(-(-(s.computed + steps) // size) - s.blocks for s in self._running)
+            total = 0
+            for s in running:
+                total += -(-(s.computed + steps) // size) - len(s.held_keys) - s.private_blocks
+            return total
 
         low, high = 0, max(0, most)
         if needed(high) <= self.cache.available:
@@ -388,23 +487,6 @@ class Engine:
             admitted.append(sequence)
         return admitted
 
-    def _plan(
-        self, scheduled: list[_Sequence], admitted: list[_Sequence], preempted: list[_Sequence]
-    ) -> StepPlan:
-        p = self.params
-        decoding = [s for s in scheduled if s.decoding]
-        prefill = sum(s.pending for s in scheduled if not s.decoding)
-        context = sum(s.num_tokens for s in decoding)
-        return StepPlan(
-            cost_s=p.step_cost_s(prefill, len(decoding), context),
-            prefill_tokens=prefill,
-            decode_seqs=len(decoding),
-            context_tokens=context,
-            scheduled=tuple(s.request.request_id for s in scheduled),
-            admitted=tuple(s.request.request_id for s in admitted),
-            preempted=tuple(s.request.request_id for s in preempted),
-        )
-
     def _take_blocks(self, sequence: _Sequence, count: int) -> None:
         if count > 0:
             self.cache.allocate(count)
@@ -436,18 +518,6 @@ class Engine:
             self.cache.publish(key)
             sequence.held_keys.append(key)
             sequence.private_blocks -= 1
-
-    def _emit(self, sequence: _Sequence, now: float) -> Token:
-        timing = sequence.timing
-        previous = timing.token_s[-1] if timing.token_s else timing.arrival_s
-        index = sequence.generated
-        if index == 0:
-            self._prompt_tokens += sequence.request.prompt_tokens
-        sequence.generated += 1
-        self._generation_tokens += 1
-        timing.token_s.append(now)
-        last = sequence.generated == sequence.request.output_tokens
-        return Token(sequence.request.request_id, index, now, now - previous, last)
 
     def _finish(self, sequence: _Sequence, now: float) -> RequestTiming:
         self._running.remove(sequence)

@@ -57,6 +57,6 @@ def replay(
             raise RuntimeError("replay: the engine has requests but planned no step")
         steps.append((clock, plan))
         clock += plan.cost_s
-        for timing in engine.end_step(clock).finished:
+        for timing in engine.end_step(clock, every_token=False).finished:
             timings[timing.request_id] = timing
     return Replay(timings, tuple(steps), engine)

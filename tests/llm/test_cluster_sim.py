@@ -12,6 +12,7 @@ from gpuserve.llm.capacity import TokenObjectives
 from gpuserve.llm.chunking import chunk_for_objective
 from gpuserve.llm.deciding import LLMPolicy
 from gpuserve.llm.params import EngineParams
+from gpuserve.llm.replay import replay
 from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, simulate_cluster
 from gpuserve.sim.llm.from_spec import fit_to_trace
 from gpuserve.sim.llm.oracle import plan_oracle
@@ -68,6 +69,36 @@ def test_more_replicas_serve_an_overload_and_cost_their_gpu_time() -> None:
     span = max(o.arrival_s for o in three.outcomes)
     assert span * 3 <= three.gpu_seconds <= (span + 30) * 3
     assert len(three.outcomes) == len(trace.requests)
+
+
+def test_random_spreading_serves_each_replica_as_one_engine_alone_would() -> None:
+    # Random routing draws a replica per arrival whatever the engines hold, so each
+    # replica must time its share exactly as one engine replaying that share alone. The
+    # simulator draws routes ahead to let a replica's decode stretch run past arrivals
+    # that go elsewhere; one run past its own arrival would change these times.
+    trace = _chat(rate=12.0, seconds=60.0, seed=4)
+    run = _static(trace, 3, seed=7)
+    draws = random.Random(7)  # the simulator's routing stream: one draw per arrival
+    shares: list[list[int]] = [[], [], []]
+    for index in range(len(trace.requests)):
+        shares[draws.randrange(3)].append(index)
+    for share in shares:
+        alone = replay(
+            [(trace.requests[i].arrival_s, *_tokens(trace.requests[i]), ()) for i in share],
+            PARAMS,
+            fast=True,
+        )
+        for position, index in enumerate(share):
+            tokens = alone.timings[str(position)].token_s
+            outcome = run.outcomes[index]
+            assert outcome.ttft_s == tokens[0] - trace.requests[index].arrival_s
+            gaps = (tokens[-1] - tokens[0]) / (len(tokens) - 1) if len(tokens) > 1 else 0.0
+            assert outcome.tpot_s == gaps
+    assert min(len(share) for share in shares) > 100
+
+
+def _tokens(request: TokenRequest) -> tuple[int, int]:
+    return request.prompt_tokens, request.output_tokens
 
 
 def test_a_trace_with_hashes_needs_the_engines_block_size() -> None:

@@ -210,6 +210,30 @@ def test_tokens_carry_ttft_then_inter_token_gaps() -> None:
     assert (stats.prompt_tokens, stats.generation_tokens, stats.finished) == (8, 3, 1)
 
 
+def test_without_every_token_a_step_lists_first_tokens_and_times_the_same() -> None:
+    def run(every_token: bool) -> tuple[list[tuple[str, int]], dict[str, list[float]], int]:
+        engine = Engine(params())
+        for rid, prompt, output, at in (("a", 8, 4, 0.0), ("b", 12, 3, 0.0), ("c", 4, 2, 0.0)):
+            engine.add(Request(rid, prompt, output, at))
+        listed: list[tuple[str, int]] = []
+        times: dict[str, list[float]] = {}
+        clock = 0.0
+        while not engine.idle:
+            plan = engine.begin_step()
+            assert plan is not None
+            clock += plan.cost_s
+            result = engine.end_step(clock, every_token=every_token)
+            listed += [(t.request_id, t.index) for t in result.tokens]
+            times.update((t.request_id, t.token_s) for t in result.finished)
+        return listed, times, engine.stats().generation_tokens
+
+    streamed, streamed_times, streamed_count = run(True)
+    firsts, times, count = run(False)
+    assert len(streamed) == 4 + 3 + 2
+    assert firsts == [(rid, index) for rid, index in streamed if index == 0]
+    assert times == streamed_times and count == streamed_count == 9
+
+
 # ----------------------------------------------------------------------------- inputs
 def test_impossible_requests_name_the_field() -> None:
     engine = Engine(params(max_model_len=64))

@@ -22,6 +22,7 @@ import heapq
 import math
 import random
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -239,12 +240,21 @@ class _Simulation:
         self.snapshots: list[VllmSnapshot] = []
         self.size_log: list[tuple[float, int]] = []
         self.next_arrival = 0
+        # Random routing depends only on which replicas serve, and that set changes only
+        # at an evaluation (readiness is checked at each arrival's own time): so the
+        # replicas of the arrivals before the next evaluation can be drawn ahead, in
+        # order, and a replica's decode stretch runs on until its own next arrival
+        # instead of the cluster's.
+        self.routes: deque[_Replica] = deque()  # drawn for next_arrival, next_arrival + 1...
+        self.upcoming: dict[int, deque[float]] = {}  # replica index -> its drawn arrivals
+        self.next_eval = math.inf
         for _ in range(config.initial_replicas):
             self._add_replica(0.0, instant=True)
         self.size_log.append((0.0, config.initial_replicas))
         self._push(0.0, _SCRAPE, -1)
         if scaler.interval_s > 0:
             self._push(scaler.offset_s, _EVAL, -1)
+            self.next_eval = scaler.offset_s
 
     # ------------------------------------------------------------------ loop
     def run(self, on_scrape: Callable[[float], None] | None) -> ClusterRun:
@@ -280,16 +290,45 @@ class _Simulation:
     def _arrive(self, now: float) -> None:
         given = self.trace.requests[self.next_arrival]
         self.next_arrival += 1
-        serving = [r for r in self.replicas if r.gone is None and not r.draining and r.ready <= now]
-        if not serving:  # nothing ready yet: the soonest to be (requests queue at it)
-            serving = [min((r for r in self.replicas if r.gone is None), key=lambda r: r.ready)]
-        replica = self._route(serving, given.block_hashes)
+        if self.routes:
+            replica = self.routes.popleft()
+            self.upcoming[replica.index].popleft()
+        else:
+            serving = self._serving(now)
+            if not serving:  # nothing ready yet: the soonest to be (requests queue at it)
+                serving = [min((r for r in self.replicas if r.gone is None), key=lambda r: r.ready)]
+            replica = self._route(serving, given.block_hashes)
         rid = str(self.next_arrival - 1)
         replica.engine.add(
             Request(rid, given.prompt_tokens, given.output_tokens, now, given.block_hashes)
         )
         if not replica.ticking:
             self._schedule_tick(replica, max(now, replica.ready))
+
+    def _serving(self, now: float) -> list[_Replica]:
+        return [r for r in self.replicas if r.gone is None and not r.draining and r.ready <= now]
+
+    def _next_arrival_for(self, replica: _Replica) -> float:
+        """When the next request that may go to ``replica`` arrives: under random routing
+        the next one drawn for it (drawing ahead up to the next evaluation), otherwise
+        the next arrival."""
+        requests = self.trace.requests
+        if self.config.routing != "random":
+            return self._next_arrival_time()
+        mine = self.upcoming.setdefault(replica.index, deque())
+        drawn = self.next_arrival + len(self.routes)
+        while not mine and drawn < len(requests) and requests[drawn].arrival_s < self.next_eval:
+            at = requests[drawn].arrival_s
+            serving = self._serving(at)
+            if not serving:
+                break  # the fallback depends on replicas leaving meanwhile: draw it then
+            chosen = self._route(serving, requests[drawn].block_hashes)
+            self.routes.append(chosen)
+            self.upcoming.setdefault(chosen.index, deque()).append(at)
+            drawn += 1
+        if mine:
+            return mine[0]
+        return requests[drawn].arrival_s if drawn < len(requests) else math.inf
 
     def _route(self, serving: list[_Replica], hashes: tuple[int, ...]) -> _Replica:
         if self.config.routing == "random" or not hashes or len(serving) == 1:
@@ -308,14 +347,13 @@ class _Simulation:
         engine = replica.engine
         if replica.in_step:
             replica.in_step = False
-            result = engine.end_step(now)
+            result = engine.end_step(now, every_token=False)  # first tokens only
             for token in result.tokens:
-                if token.index == 0:
-                    self.histograms[_TTFT].add(token.gap_s)
+                self.histograms[_TTFT].add(token.gap_s)
             for timing in result.finished:
                 self._finish(timing)
         # Gauges are read at scrapes: a stretch does not cross one.
-        until = min(self._next_arrival_time(), self.next_scrape)
+        until = min(self._next_arrival_for(replica), self.next_scrape)
         clock, finished = engine.fast_forward(now, until)
         for timing in finished:
             self._finish(timing)
@@ -394,8 +432,10 @@ class _Simulation:
         wanted = self.scaler.target(view)
         if wanted is not None:
             self._resize(wanted, now, self.scaler.instant)
+        self.next_eval = math.inf
         if self._busy() or self.next_arrival < len(self.trace.requests):
             self._push(now + self.scaler.interval_s, _EVAL, -1)
+            self.next_eval = now + self.scaler.interval_s
 
     def _samples(self) -> list[tuple[str, dict[str, str], float]]:
         counters = self.counters
