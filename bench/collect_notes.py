@@ -25,14 +25,21 @@ def demoted(text: str) -> str:
     return out.strip() + "\n"
 
 
+def collected(current: str) -> str:
+    """``current`` (the text of docs/benchmarks.md) with everything after the marker line
+    replaced by the notes. A test compares it with the file, so a note edited without
+    rerunning this script is caught (and nothing is written only into the copy)."""
+    head, found, _ = current.partition(MARKER)
+    if not found:
+        raise SystemExit("docs/benchmarks.md: marker line not found")
+    notes = [demoted((DOCS / "bench-notes" / f"{name}.md").read_text()) for name in ORDER]
+    return head + MARKER + "\n\n" + "\n---\n\n".join(notes)
+
+
 def main() -> int:
     target = DOCS / "benchmarks.md"
-    head, found, _ = target.read_text().partition(MARKER)
-    if not found:
-        raise SystemExit(f"{target}: marker line not found")
-    notes = [demoted((DOCS / "bench-notes" / f"{name}.md").read_text()) for name in ORDER]
-    target.write_text(head + MARKER + "\n\n" + "\n---\n\n".join(notes))
-    print(f"wrote {target} ({len(notes)} notes)")
+    target.write_text(collected(target.read_text()))
+    print(f"wrote {target} ({len(ORDER)} notes)")
     return 0
 
 
