@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import secrets
 import time
 from collections.abc import Iterator
@@ -210,6 +211,36 @@ def restore_crds(cluster: ClusterHandle) -> Iterator[None]:
         reinstall_crds(cluster)
 
 
+# kopf's log record for a watch that failed: its first line, before the traceback.
+_WATCHER_404 = re.compile(r"Watcher for \S+ has failed: 404 ")
+_RECORD_START = re.compile(r"\n(?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
+
+
+def _besides_watchers_of_deleted_kinds(log: str) -> list[str]:
+    """Unexpected tracebacks in ``log``, except kopf's watcher of a kind failing with 404:
+    once its CRD is deleted, the watcher's next request can reach the API server before
+    kopf has seen the CRD go (a race the CI met once in many runs). The operator must
+    still be up, and serves again after the documented restart; the test checks both."""
+    records = _RECORD_START.split(log)
+    kept = [r for r in records if not _WATCHER_404.search(r.split("\n", 1)[0])]
+    return unexpected_tracebacks("\n".join(kept))
+
+
+def test_a_watcher_of_a_deleted_kind_is_the_only_traceback_let_through() -> None:
+    stamp = "2026-11-25 01:32:11,000"
+    watcher = (
+        f"{stamp} ERROR kopf.objects: Watcher for inferenceservices.v1alpha1.{GROUP}@none "
+        "has failed: 404 page not found\nTraceback (most recent call last):\n  File x\n"
+        "kopf._cogs.clients.errors.APINotFoundError: 404 page not found"
+    )
+    handler = (
+        f"{stamp} ERROR kopf.objects: Handler 'reconcile' failed with an exception.\n"
+        "Traceback (most recent call last):\n  File y\nKeyError: 'spec'"
+    )
+    assert _besides_watchers_of_deleted_kinds(watcher) == []
+    assert _besides_watchers_of_deleted_kinds(f"{watcher}\n{handler}") == ["KeyError: 'spec'"]
+
+
 def test_deleting_the_crds_under_live_services_completes(
     cluster: ClusterHandle, operator: OperatorProcess, own_namespace: str, restore_crds: None
 ) -> None:
@@ -224,7 +255,7 @@ def test_deleting_the_crds_under_live_services_completes(
     took = _crd_gone(cluster, GONE_TIMEOUT_S)
     print(f"CRDs deleted in {took:.1f} s with the operator running")
     assert operator.alive()
-    assert not unexpected_tracebacks(operator.log_text())
+    assert not _besides_watchers_of_deleted_kinds(operator.log_text())
     reinstall_crds(cluster)
     operator.stop()
     operator.start()
