@@ -166,10 +166,6 @@ class _Sequence:
         return self.request.prompt_tokens + self.generated
 
     @property
-    def blocks(self) -> int:
-        return len(self.held_keys) + self.private_blocks
-
-    @property
     def decoding(self) -> bool:
         """Its only missing token is the last one generated (not a prompt or recompute).
         ``Engine.begin_step`` and ``Engine._decode_stretch`` inline this rule: they run it
@@ -420,7 +416,7 @@ class Engine:
             or not 0 < len(running) <= self.params.max_batched_tokens
         ):
             return None
-        most = None
+        most = self.params.max_model_len  # no sequence has more tokens left than this
         context = 0
         for s in running:
             generated = s.generated
@@ -428,10 +424,10 @@ class Engine:
             if generated == 0 or tokens - s.computed != 1:
                 return None  # not decoding (``_Sequence.decoding``, inlined)
             left = s.request.output_tokens - generated
-            if most is None or left < most:
+            if left < most:
                 most = left
             context += tokens
-        return (most, context) if most is not None else None
+        return most, context
 
     def _steps_with_blocks(self, most: int) -> int:
         """The most decode steps (up to ``most``) the free blocks allow every running

@@ -83,10 +83,9 @@ def test_random_spreading_serves_each_replica_as_one_engine_alone_would() -> Non
     for index in range(len(trace.requests)):
         shares[draws.randrange(3)].append(index)
     for share in shares:
+        mine = [trace.requests[i] for i in share]
         alone = replay(
-            [(trace.requests[i].arrival_s, *_tokens(trace.requests[i]), ()) for i in share],
-            PARAMS,
-            fast=True,
+            [(r.arrival_s, r.prompt_tokens, r.output_tokens, ()) for r in mine], PARAMS, fast=True
         )
         for position, index in enumerate(share):
             tokens = alone.timings[str(position)].token_s
@@ -95,10 +94,6 @@ def test_random_spreading_serves_each_replica_as_one_engine_alone_would() -> Non
             gaps = (tokens[-1] - tokens[0]) / (len(tokens) - 1) if len(tokens) > 1 else 0.0
             assert outcome.tpot_s == gaps
     assert min(len(share) for share in shares) > 100
-
-
-def _tokens(request: TokenRequest) -> tuple[int, int]:
-    return request.prompt_tokens, request.output_tokens
 
 
 def test_a_trace_with_hashes_needs_the_engines_block_size() -> None:

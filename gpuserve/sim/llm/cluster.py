@@ -315,7 +315,7 @@ class _Simulation:
         requests = self.trace.requests
         if self.config.routing != "random":
             return self._next_arrival_time()
-        mine = self.upcoming.setdefault(replica.index, deque())
+        mine = self.upcoming[replica.index]
         drawn = self.next_arrival + len(self.routes)
         while not mine and drawn < len(requests) and requests[drawn].arrival_s < self.next_eval:
             at = requests[drawn].arrival_s
@@ -324,7 +324,7 @@ class _Simulation:
                 break  # the fallback depends on replicas leaving meanwhile: draw it then
             chosen = self._route(serving, requests[drawn].block_hashes)
             self.routes.append(chosen)
-            self.upcoming.setdefault(chosen.index, deque()).append(at)
+            self.upcoming[chosen.index].append(at)
             drawn += 1
         if mine:
             return mine[0]
@@ -389,6 +389,7 @@ class _Simulation:
         ready = now if instant else now + self.config.startup_s
         replica = _Replica(len(self.replicas), self.config.params, now, ready)
         self.replicas.append(replica)
+        self.upcoming[replica.index] = deque()
         if ready > now:
             self._push(ready, _READY, replica.index)
 
@@ -425,9 +426,7 @@ class _Simulation:
             self._push(self.next_scrape, _SCRAPE, -1)
 
     def _evaluate(self, now: float) -> None:
-        serving = sum(
-            1 for r in self.replicas if r.gone is None and not r.draining and r.ready <= now
-        )
+        serving = len(self._serving(now))
         view = ClusterView(now, serving, self._committed() - serving, self.snapshots)
         wanted = self.scaler.target(view)
         if wanted is not None:
