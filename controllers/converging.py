@@ -177,6 +177,7 @@ def _converge(body: Obj, view: ClusterView, state: OperatorState, events: list[E
 
     children, unserved = _servable(_render(svc, plan, view, state))
     problem = _apply(meta, plan, children, view, state, outcome)
+    transition: Event | None = None
     if problem is not None:
         _stalled(status, gen=gen, reason=problem[0], message=problem[1])
     else:
@@ -185,10 +186,12 @@ def _converge(body: Obj, view: ClusterView, state: OperatorState, events: list[E
         status.conditions = routing.set_pool_condition(
             status.conditions, svc, unserved, generation=gen, now=now_rfc3339()
         )
-        event = routing.pool_event(was, status.conditions)
-        if event is not None:
-            outcome.events.append(event)
+        transition = routing.pool_event(was, status.conditions)
     _write_status(body, status, live_status)
+    # It announces a change of condition, so only once the change is recorded: a refused
+    # (stale) write leaves the old condition, and the retry would announce it again.
+    if transition is not None:
+        outcome.events.append(transition)
     return outcome
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import time
 import types
 from collections.abc import Iterator
 from typing import Any
@@ -25,15 +26,16 @@ from kubernetes.config import kube_config
 
 from controllers import kube
 from controllers.autoscaler import evaluate
-from controllers.inferenceservice import CHILD_INDEXES
+from controllers.inferenceservice import CHILD_INDEXES, reconcile
 from controllers.prometheus_source import Readings
 from controllers.settings import Settings
 from controllers.state import OperatorState
 from e2e.cluster.testkit import ClusterHandle
-from e2e.invalid_cases import valid_service
+from e2e.invalid_cases import valid_llm_service, valid_service
 from e2e.operatorkit import EXAMPLE_CLASSES, install_crds
 from e2e.runner.stack import apply, service_status
 from gpuserve.api.models import AcceleratorClassSpec
+from gpuserve.resources import inference_pool
 from gpuserve.resources.naming import SERVICES_PLURAL
 
 pytestmark = pytest.mark.cluster
@@ -164,5 +166,51 @@ def test_a_decision_from_a_stale_copy_is_made_again_and_keeps_the_other_writers_
         assert posted(queue, loop) == []
         assert memory.get(stale["metadata"]["uid"]).policy is None
         assert "desiredReplicas" not in service_status(cluster, namespace, "contended")
+    finally:
+        loop.close()
+
+
+def test_a_pool_skipped_from_a_stale_copy_is_announced_once_when_recorded(
+    api: None, cluster: ClusterHandle, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reconcile announces a change of the InferencePool condition (a Warning when the
+    pool starts being skipped) once, when the status saying so is written: a pass refused
+    as stale leaves the old condition, and the retry must not announce it a second time."""
+    name = "chat"
+    apply(cluster, namespace, valid_llm_service(name))
+    # The operator's memory of a discovery that found no InferencePool kind a moment ago:
+    # the shared cluster serves the kind, and this test is about a service without it.
+    monkeypatch.setitem(
+        kube._unserved, (inference_pool.API_VERSION, inference_pool.KIND), time.monotonic()
+    )
+    kw = handler_kwargs()
+    context, queue, loop = posting_context()
+
+    def skipped_posted() -> int:
+        return posted(queue, loop).count("InferencePoolSkipped")
+
+    try:
+        stale = kube.get_custom(SERVICES_PLURAL, name, namespace)
+        assert stale is not None
+        write_meanwhile(namespace, name, "WrittenMeanwhile")
+        with pytest.raises(kube.StaleStatus):
+            context.run(reconcile, stale, kw)
+        assert skipped_posted() == 0
+        assert "InferencePoolApplied" not in {
+            c["type"] for c in service_status(cluster, namespace, name).get("conditions", [])
+        }
+
+        # Read again: the pass records the condition and announces it, once.
+        live = kube.get_custom(SERVICES_PLURAL, name, namespace)
+        assert live is not None
+        context.run(reconcile, live, kw)
+        assert skipped_posted() == 1
+        kinds = {c["type"]: c for c in service_status(cluster, namespace, name)["conditions"]}
+        assert kinds["InferencePoolApplied"]["reason"] == "CRDNotInstalled", kinds
+        # Still skipped on the next pass: nothing new to announce.
+        again = kube.get_custom(SERVICES_PLURAL, name, namespace)
+        assert again is not None
+        context.run(reconcile, again, kw)
+        assert skipped_posted() == 0
     finally:
         loop.close()
