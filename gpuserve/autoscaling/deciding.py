@@ -271,7 +271,9 @@ def decide(
         target = committed
         why += f"; no scale-down while {queue_depth:.0f} requests are queued"
     else:
-        target = max(stabilised, committed - _scale_down_limit(config, committed))
+        # Holding a scale-down never grows: a record above the pods committed was a need
+        # the rate limit cut, and the evidence now asks for fewer.
+        target = min(committed, max(stabilised, committed - _scale_down_limit(config, committed)))
         if stabilised > raw:
             why += (
                 f"; scale-down held at {stabilised} (highest recommendation over "

@@ -175,6 +175,17 @@ def test_scale_down_waits_for_the_stabilisation_window() -> None:
     assert later.desired_replicas < 8
 
 
+def test_holding_a_scale_down_never_grows_past_the_pods_committed() -> None:
+    # A need the scale-up limit cut (40 asked, 10 started) stays in the window; when the
+    # evidence then asks for fewer than 10, holding the scale-down keeps 10, not 40 (a
+    # flash crowd's drained backlog once took a service from 10 pods to 40 this way).
+    cap = capacity()
+    memory = PolicyMemory(since=0.0, recommendations=((250.0, 40),))
+    held = run(rate=3 * cap, serving=10, memory=memory)
+    assert held.desired_replicas == 10
+    assert held.started == 0
+
+
 def test_scale_down_is_rate_limited_per_step() -> None:
     decision = run(rate=0.5, serving=16, cfg=config(scale_down_max_fraction=0.25))
     assert decision.desired_replicas == 12
