@@ -19,8 +19,9 @@ here for LLM formats. Per evaluation:
    objectives' quantile) are held. Bursts shorter than a start-up cannot be chased.
 5. Growth is immediate; shrinking follows the largest need over ``scale_down_window_s``
    that the stable rate or the burst memory backs (not the lookahead on a rise, the 15-s
-   rate or the backlog), kept in the policy memory as the operator keeps it in status (the current
-   size counts until a whole window has been seen).
+   rate or the backlog), never above the replicas committed, kept in the policy memory
+   as the operator keeps it in status (the current size counts until a whole window has
+   been seen).
 """
 
 from __future__ import annotations
@@ -168,7 +169,9 @@ def decide_llm(
     remembered = [n for _, n in kept] + (
         [committed] if now - since < policy.scale_down_window_s else []
     )
-    target = need if need >= committed else max(remembered)
+    # Holding a scale-down never grows: a record above the replicas committed was a need
+    # they could not all be placed for, and the evidence now asks for fewer.
+    target = need if need >= committed else min(committed, max(remembered))
     signals["need"] = float(need)
     memory = PolicyMemory(
         recommendations=kept,

@@ -140,6 +140,22 @@ def test_scale_down_waits_for_the_window_and_backlog_counts_beyond_one_per_repli
         assert decision.signals["need"] == expected
 
 
+def test_holding_a_scale_down_never_grows_past_the_replicas_committed() -> None:
+    # Six replicas were wanted and two placed; the evidence now asks for one: the hold
+    # keeps the two, it does not go back for six.
+    per_replica = replica_capacity(POLICY.params, SHAPE, OBJECTIVES).rate * POLICY.utilization
+    memory = PolicyMemory(since=-1000.0, recommendations=((50.0, 6),))
+    decision = decide_llm(
+        policy=POLICY,
+        stable=_seen(100.0, 0.5 * per_replica),
+        recent=_seen(100.0, 0.5 * per_replica),
+        pools=_pools(2),
+        now=100.0,
+        memory=memory,
+    )
+    assert decision.desired_replicas == 2 and decision.started == 0
+
+
 def test_measured_ttft_over_its_objective_under_contention_adds_a_replica() -> None:
     low = replica_capacity(POLICY.params, SHAPE, OBJECTIVES).rate * 0.5
     slow = _seen(10.0, low, waiting=5.0, ttft=3.0)
