@@ -3,21 +3,32 @@
 Bursts shorter than a cold start cannot be chased; only capacity held through the quiet
 spells serves them. Both scaling rules (the request rule in ``deciding`` and the LLM token
 rule in ``gpuserve.llm.deciding``) keep one record per minute of the largest surge
-measured and the mean demand, and hold the headroom those records call for, less what the
-miss budget of the planning quantile absorbs.
+measured, the demand it rose from and the mean demand, and hold the headroom those
+records call for, less what the miss budget of the planning quantile absorbs.
 """
 
 from __future__ import annotations
 
-Minutes = tuple[tuple[float, float, float], ...]  # (start, largest surge, mean demand)
+# (start, largest surge, the level, the demand the largest surge rose from)
+Minutes = tuple[tuple[float, float, float, float], ...]
 
 
 def remember_minute(
-    surges: Minutes, now: float, surge: float, level: float, *, memory_s: float
+    surges: Minutes,
+    now: float,
+    surge: float,
+    level: float,
+    *,
+    memory_s: float,
+    rose_from: float | None = None,
 ) -> Minutes:
     """One record per minute over the last ``memory_s`` seconds: (start, largest surge,
-    mean demand).
+    the level (mean demand) when the minute began, the demand that surge rose from).
 
+    ``rose_from`` is what the surge was measured against; None stands for the minute's
+    level (the LLM rule measures a rise against the last minute's rate). The step rule
+    needs it apart from the level: a surge measured against the demand of a start-up or
+    two earlier rose from below the level of its minute when demand was ramping.
     Every minute is kept, surge or not, so the miss budget knows how many requests the
     memory covers; this also bounds the status the operator stores (30 records for 30 min).
     """
@@ -25,10 +36,12 @@ def remember_minute(
         return ()
     kept = [r for r in surges if r[0] > now - memory_s]
     if kept and now - kept[-1][0] < 60.0:
-        t, v, d = kept[-1]
-        kept[-1] = (t, max(v, surge), d)
+        t, v, d, _ = kept[-1]
+        if surge > v:
+            kept[-1] = (t, surge, d, d if rose_from is None else rose_from)
     else:
-        kept.append((now, surge, level))
+        base = level if rose_from is None or surge <= 0.0 else rose_from
+        kept.append((now, surge, level, base))
     return tuple(kept)
 
 
@@ -43,17 +56,19 @@ def burst_headroom(minutes: Minutes, horizon: float, level: float, *, quantile: 
     together; a rare surge fits it only when the horizon is short against the memory (a
     promotion). A rise that demand has stayed at since was a step, not a burst: a surge
     counts only beyond the lowest demand of every later minute and now (a burst that went
-    away counts whole; a ramp that stayed is the level now).
+    away counts whole; a ramp that stayed is the level now). What demand stayed at is
+    counted from where the surge rose: a ramp's surge, measured against the demand a
+    start-up or two before it, rose from below the level of its own minute.
     """
     surges: list[tuple[float, float]] = []
-    floor = level  # the lowest demand from the record on to now
-    for _, v, d in reversed(minutes):
-        kept = v - max(0.0, floor - d)
+    floor = level  # the lowest level from the record on to now
+    for _, v, d, rose_from in reversed(minutes):
+        kept = v - max(0.0, floor - rose_from)
         if kept > 0.0:
             surges.append((kept, d))
         floor = min(floor, d)
     surges.sort(reverse=True)
-    allowed = (1.0 - quantile) * sum(d for _, _, d in minutes) * 60.0
+    allowed = (1.0 - quantile) * sum(d for _, _, d, _ in minutes) * 60.0
     spent = 0.0
     for v, d in surges:
         spent += (d + v) * horizon

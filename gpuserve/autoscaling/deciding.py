@@ -187,14 +187,23 @@ def decide(
     # measured over the burst memory, less those whose excess fits the miss budget.
     clearable = pools.serving_ready * reference.rate * reference.queue_budget
     arriving = _queue_growth(history, clearable)
-    surge = _surge(config, history, now, horizon, reference.rate, arriving)
+    surge, rose_from = _surge(config, history, now, horizon, reference.rate, arriving)
     clump = (
         _clump(history, reference, pools.serving_ready, level)
         if not (draining or panicking)
         else 0.0
     )
+    if clump > surge:  # a clump is measured beyond the level
+        recorded, rose_from = clump, demand.stable
+    else:
+        recorded = surge
     surges = remember_minute(
-        memory.surges, now, max(surge, clump), demand.stable, memory_s=config.burst_memory
+        memory.surges,
+        now,
+        recorded,
+        demand.stable,
+        rose_from=rose_from,
+        memory_s=config.burst_memory,
     )
     burst = burst_headroom(surges, horizon, level, quantile=config.plan_quantile)
     warm_pool: int | None = None
@@ -474,8 +483,9 @@ def _surge(
     horizon: float,
     per_pod: float,
     arriving: tuple[float, float],
-) -> float:
-    """How far demand rose within one start-up time beyond what its own noise explains.
+) -> tuple[float, float]:
+    """How far demand rose within one start-up time beyond what its own noise explains,
+    and the demand it rose from.
 
     Compares the short-window demand now (or the arrivals of the last scrape interval,
     ``arriving``: rate and seconds, when larger) with the mean demand one to two start-up
@@ -486,13 +496,13 @@ def _surge(
     and a trace that is merely noisier than Poisson is not taken for a burst.
     """
     if config.burst_memory <= 0:
-        return 0.0
+        return 0.0, 0.0
     recent = history.between(now - config.panic_window - _EPS, now + _EPS)
     before = history.between(now - 2 * horizon - _EPS, now - horizon + _EPS)
     now_points = [d for x in recent if (d := x.demand) is not None]
     base_points = [d for x in before if (d := x.demand) is not None]
     if not now_points or not base_points:
-        return 0.0
+        return 0.0, 0.0
     window = max(config.rate_window, 1e-9)
     now_rate, now_window = sum(now_points) / len(now_points), window
     if arriving[0] > now_rate and arriving[1] > 0:
@@ -502,7 +512,7 @@ def _surge(
     noise = SURGE_Z * math.sqrt(dispersion * max(now_rate / now_window + base / window, 0.0))
     rise = now_rate - base
     sized_for_base = max(1, math.ceil(base / per_pod - 1e-9)) * per_pod if per_pod > 0 else 0.0
-    return rise if rise > noise and now_rate > sized_for_base else 0.0
+    return (rise if rise > noise and now_rate > sized_for_base else 0.0), base
 
 
 def _dispersion(points: Sequence[float], mean: float, window: float) -> float:

@@ -44,7 +44,8 @@ class PolicyMemory:
 
     recommendations: (time, desired replicas) over the scale-down window.
     surges: one record per minute over the burst memory: (start, largest rise of demand
-        within one start-up time beyond its measured noise, req/s; mean demand, req/s).
+        within one start-up time beyond its measured noise, req/s; mean demand, req/s;
+        the demand that rise rose from, req/s).
     since: time of the first evaluation this memory has seen; until a whole scale-down
         window has been observed, the current size counts as a recommendation (after an
         operator restart the policy cannot know what it recommended before).
@@ -55,12 +56,12 @@ class PolicyMemory:
     last_scale_up: float | None = None
     last_scale_down: float | None = None
     panic_until: float | None = None
-    surges: tuple[tuple[float, float, float], ...] = ()
+    surges: tuple[tuple[float, float, float, float], ...] = ()
 
     def to_status(self) -> dict[str, Any]:
         return {
             "recommendations": [[t, n] for t, n in self.recommendations],
-            "surges": [[t, round(v, 3), round(d, 3)] for t, v, d in self.surges],
+            "surges": [[t, round(v, 3), round(d, 3), round(b, 3)] for t, v, d, b in self.surges],
             "since": self.since,
             "lastScaleUp": self.last_scale_up,
             "lastScaleDown": self.last_scale_down,
@@ -78,12 +79,15 @@ class PolicyMemory:
                 recs.append((float(entry[0]), int(entry[1])))
             except (TypeError, ValueError, IndexError):
                 continue
-        surges: list[tuple[float, float, float]] = []
+        surges: list[tuple[float, float, float, float]] = []
         for entry in body.get("surges") or []:
             try:
-                surges.append((float(entry[0]), float(entry[1]), float(entry[2])))
+                t, v, d = float(entry[0]), float(entry[1]), float(entry[2])
+                # Records written before the fourth field took the level as the base.
+                b = float(entry[3]) if len(entry) > 3 else d
             except (TypeError, ValueError, IndexError):
                 continue
+            surges.append((t, v, d, b))
         return cls(
             recommendations=tuple(recs),
             since=_float_or_none(body.get("since")),

@@ -40,7 +40,7 @@ def decide_on(
 
 
 def surge_now(decision: Decision) -> float:
-    t, surge, _ = decision.memory.surges[-1]
+    t, surge, *_ = decision.memory.surges[-1]
     assert t == NOW
     return surge
 
@@ -72,8 +72,12 @@ def test_a_rise_the_pods_absorb_is_no_surge() -> None:
     assert surge_now(decide_on(rise_to(2.8 * cap), serving=2)) == pytest.approx(1.6 * cap)
 
 
-def minutes(surge: float, level: float, count: int) -> tuple[tuple[float, float, float], ...]:
-    return tuple((NOW - 60.0 * (count - i), surge, level) for i in range(count))
+Minutes = tuple[tuple[float, float, float, float], ...]
+
+
+def minutes(surge: float, level: float, count: int) -> Minutes:
+    """``count`` minutes up to now at ``level``, each with a rise of ``surge`` from it."""
+    return tuple((NOW - 60.0 * (count - i), surge, level, level) for i in range(count))
 
 
 def decide_with(
@@ -94,12 +98,14 @@ def test_a_surge_fits_the_miss_budget_while_the_overload_it_causes_does() -> Non
     # 30 minutes at 5 pods' worth allow 1% misses: 90 pods' worth of a second. A surge of
     # one pod's worth overloads 5 + 1 pods' worth of requests for the 10 s start-up: 60.
     once = PolicyMemory(
-        since=0.0, surges=(*heavy, (NOW - 90, 0.0, 5 * cap), (NOW - 30, cap, 5 * cap))
+        since=0.0,
+        surges=(*heavy, (NOW - 90, 0.0, 5 * cap, 5 * cap), (NOW - 30, cap, 5 * cap, 5 * cap)),
     )
     assert decide_with(once, 5 * cap, 5, cold_start=10.0).signals["burstHeadroom"] == 0.0
     # Twice that overload (120) no longer fits: the smaller surge is covered.
     twice = PolicyMemory(
-        since=0.0, surges=(*heavy, (NOW - 90, 0.8 * cap, 5 * cap), (NOW - 30, cap, 5 * cap))
+        since=0.0,
+        surges=(*heavy, (NOW - 90, 0.8 * cap, 5 * cap, 5 * cap), (NOW - 30, cap, 5 * cap, 5 * cap)),
     )
     decision = decide_with(twice, 5 * cap, 5, cold_start=10.0)
     assert decision.signals["burstHeadroom"] == pytest.approx(0.8 * cap)
@@ -199,11 +205,11 @@ def test_requests_that_left_the_queue_since_the_last_scrape_count_as_arrived() -
     )
 
 
-def every(period: int, surge: float, level: float) -> tuple[tuple[float, float, float], ...]:
+def every(period: int, surge: float, level: float) -> Minutes:
     """30 minutes of records with a surge every ``period`` minutes."""
     return tuple(
-        (t, surge if i % period == 0 else 0.0, d)
-        for i, (t, _, d) in enumerate(minutes(0.0, level, 30))
+        (t, surge if i % period == 0 else 0.0, d, b)
+        for i, (t, _, d, b) in enumerate(minutes(0.0, level, 30))
     )
 
 
@@ -211,7 +217,9 @@ def test_an_automatic_warm_pool_holds_what_a_promotion_lets_serving_pods_give_up
     cap = capacity()
     # One surge of a pod's worth on 5 pods' worth of traffic: over a 45 s cold start
     # its overload exceeds the miss budget, over a promotion (6 s to notice, 2 s) it fits.
-    memory = PolicyMemory(since=0.0, surges=(*minutes(0.0, 5 * cap, 29), (NOW - 30, cap, 5 * cap)))
+    memory = PolicyMemory(
+        since=0.0, surges=(*minutes(0.0, 5 * cap, 29), (NOW - 30, cap, 5 * cap, 5 * cap))
+    )
     fixed = decide_with(memory, 5 * cap, 5)
     auto = decide_with(memory, 5 * cap, 5, warm_pool_auto=True)
     assert fixed.warm_pool is None  # a fixed pool keeps the size of the spec
@@ -272,10 +280,38 @@ def test_a_rise_demand_stayed_at_keeps_no_headroom_a_burst_that_went_away_does()
     cap = capacity()
     # A rise of 3 pods' worth from 1 pod's worth, 20 minutes ago; every minute since at
     # the level it rose to (a step), or back at the old level (a burst).
-    step = PolicyMemory(since=0.0, surges=((NOW - 1260, 3 * cap, cap), *minutes(0.0, 4 * cap, 20)))
-    burst = PolicyMemory(since=0.0, surges=((NOW - 1260, 3 * cap, cap), *minutes(0.0, cap, 20)))
+    step = PolicyMemory(
+        since=0.0, surges=((NOW - 1260, 3 * cap, cap, cap), *minutes(0.0, 4 * cap, 20))
+    )
+    burst = PolicyMemory(
+        since=0.0, surges=((NOW - 1260, 3 * cap, cap, cap), *minutes(0.0, cap, 20))
+    )
     assert decide_with(step, 4 * cap, 4).signals["burstHeadroom"] == 0.0
     assert decide_with(burst, cap, 1).signals["burstHeadroom"] == pytest.approx(3 * cap)
     # A step part-way: demand stayed 1 pod's worth above the old level; 2 remain a burst.
-    part = PolicyMemory(since=0.0, surges=((NOW - 1260, 3 * cap, cap), *minutes(0.0, 2 * cap, 20)))
+    part = PolicyMemory(
+        since=0.0, surges=((NOW - 1260, 3 * cap, cap, cap), *minutes(0.0, 2 * cap, 20))
+    )
     assert decide_with(part, 2 * cap, 2).signals["burstHeadroom"] == pytest.approx(2 * cap)
+
+
+def test_a_ramp_counts_from_the_demand_it_rose_from_not_from_its_minutes_level() -> None:
+    cap = capacity()
+    # A ramp from 1 to 4 pods' worth, measured against the demand a start-up or two
+    # before it: its minute began at 2.5 pods' worth, half-way up. Demand stayed at the
+    # top since: the whole rise is the level now, nothing of it a burst (counted from the
+    # minute's level, 1.5 pods' worth of it was kept as headroom for 20 minutes).
+    ramp = ((NOW - 1260, 3 * cap, 2.5 * cap, cap),)
+    stayed = PolicyMemory(since=0.0, surges=(*ramp, *minutes(0.0, 4 * cap, 20)))
+    assert decide_with(stayed, 4 * cap, 4).signals["burstHeadroom"] == 0.0
+    # Back at the old level: the whole rise is a burst.
+    went = PolicyMemory(since=0.0, surges=(*ramp, *minutes(0.0, cap, 20)))
+    assert decide_with(went, cap, 1).signals["burstHeadroom"] == pytest.approx(3 * cap)
+
+
+def test_a_surge_is_remembered_with_the_demand_it_rose_from() -> None:
+    cap = capacity()
+    decision = decide_on(lambda t: 5 * cap if t > NOW - 10 else cap, serving=1)
+    _, surge, _, rose_from = decision.memory.surges[-1]
+    assert surge > 3 * cap
+    assert rose_from == pytest.approx(cap)

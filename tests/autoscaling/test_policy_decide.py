@@ -353,8 +353,12 @@ def test_planning_percentile_from_the_spec_buys_headroom() -> None:
 
 
 def test_surges_survive_the_status_round_trip() -> None:
-    memory = PolicyMemory(surges=((10.0, 4.5, 3.0), (80.0, 0.0, 12.25)))
+    memory = PolicyMemory(surges=((10.0, 4.5, 3.0, 2.5), (80.0, 0.0, 12.25, 12.25)))
     assert PolicyMemory.from_status(memory.to_status()).surges == memory.surges
+    # A record written before the base was kept takes its level as the base.
+    assert PolicyMemory.from_status({"surges": [[10.0, 4.5, 3.0]]}).surges == (
+        (10.0, 4.5, 3.0, 3.0),
+    )
     assert PolicyMemory.from_status({"surges": [["x", 1, 2], [5.0, 1.0]]}).surges == ()
 
 
