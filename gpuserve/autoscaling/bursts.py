@@ -23,12 +23,16 @@ def remember_minute(
     rose_from: float | None = None,
 ) -> Minutes:
     """One record per minute over the last ``memory_s`` seconds: (start, largest surge,
-    the level (mean demand) when the minute began, the demand that surge rose from).
+    the minute's level, the demand that surge rose from).
 
-    ``rose_from`` is what the surge was measured against; None stands for the minute's
-    level (the LLM rule measures a rise against the last minute's rate). The step rule
-    needs it apart from the level: a surge measured against the demand of a start-up or
-    two earlier rose from below the level of its minute when demand was ramping.
+    The level is the latest ``level`` (mean demand over the stable window) given in the
+    minute, so by its end the minute's own mean: taken at the minute's first evaluation,
+    it was a mean lagging half a window, and a crowd's second minute recorded the half-way
+    level, which the step rule then took for the lowest demand since the crowd came.
+    ``rose_from`` is what the surge was measured against; None stands for the level when
+    the minute began (the LLM rule measures a rise against the last minute's rate). The
+    step rule needs it apart from the level: a surge measured against the demand of a
+    start-up or two earlier rose from below the level of its minute when demand ramped.
     Every minute is kept, surge or not, so the miss budget knows how many requests the
     memory covers; this also bounds the status the operator stores (30 records for 30 min).
     """
@@ -36,9 +40,11 @@ def remember_minute(
         return ()
     kept = [r for r in surges if r[0] > now - memory_s]
     if kept and now - kept[-1][0] < 60.0:
-        t, v, d, _ = kept[-1]
+        t, v, _, b = kept[-1]
         if surge > v:
-            kept[-1] = (t, surge, d, d if rose_from is None else rose_from)
+            kept[-1] = (t, surge, level, b if rose_from is None else rose_from)
+        else:
+            kept[-1] = (t, v, level, b)
     else:
         base = level if rose_from is None or surge <= 0.0 else rose_from
         kept.append((now, surge, level, base))

@@ -44,8 +44,8 @@ class PolicyMemory:
 
     recommendations: (time, desired replicas) over the scale-down window.
     surges: one record per minute over the burst memory: (start, largest rise of demand
-        within one start-up time beyond its measured noise, req/s; mean demand, req/s;
-        the demand that rise rose from, req/s).
+        within one start-up time beyond its measured noise, req/s; the minute's mean
+        demand, req/s; the demand that rise rose from, req/s).
     since: time of the first evaluation this memory has seen; until a whole scale-down
         window has been observed, the current size counts as a recommendation (after an
         operator restart the policy cannot know what it recommended before).

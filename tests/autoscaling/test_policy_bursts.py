@@ -8,6 +8,7 @@ import pytest
 from policy_helpers import capacity, config, history, pools
 
 from gpuserve.autoscaling import Decision, PolicyMemory, decide
+from gpuserve.autoscaling.bursts import burst_headroom, remember_minute
 
 NOW = 300.0
 
@@ -315,3 +316,18 @@ def test_a_surge_is_remembered_with_the_demand_it_rose_from() -> None:
     _, surge, _, rose_from = decision.memory.surges[-1]
     assert surge > 3 * cap
     assert rose_from == pytest.approx(cap)
+
+
+def test_a_minutes_level_is_its_latest_so_a_crowd_that_stays_is_carried_by_the_level() -> None:
+    # A crowd from 5 to 20 req/s, recorded as a surge of 15 from 5. The next minute's
+    # record begins while the 60-s mean is half-way up (10): its level is what the mean
+    # reaches by the minute's end (20), so while the crowd lasts it is the level that
+    # serves it, not 10 req/s of headroom on top (which held 7 pods where 4 served).
+    memory: Minutes = ()
+    for now, surge, level in ((0.0, 15.0, 5.0), (60.0, 0.0, 10.0), (90.0, 0.0, 20.0)):
+        memory = remember_minute(memory, now, surge, level, memory_s=1800.0, rose_from=5.0)
+    assert [d for _, _, d, _ in memory] == [5.0, 20.0]
+    assert burst_headroom(memory, 45.0, 20.0, quantile=0.99) == 0.0
+    # Once the crowd has gone, the whole rise is a burst again.
+    memory = remember_minute(memory, 120.0, 0.0, 5.0, memory_s=1800.0, rose_from=5.0)
+    assert burst_headroom(memory, 45.0, 5.0, quantile=0.99) == pytest.approx(15.0)
