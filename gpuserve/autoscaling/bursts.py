@@ -41,12 +41,11 @@ def remember_minute(
     kept = [r for r in surges if r[0] > now - memory_s]
     if kept and now - kept[-1][0] < 60.0:
         t, v, _, b = kept[-1]
-        if surge > v:
-            kept[-1] = (t, surge, level, b if rose_from is None else rose_from)
-        else:
-            kept[-1] = (t, v, level, b)
+        if rose_from is not None and surge > v:
+            b = rose_from
+        kept[-1] = (t, max(v, surge), level, b)
     else:
-        base = level if rose_from is None or surge <= 0.0 else rose_from
+        base = rose_from if rose_from is not None and surge > 0.0 else level
         kept.append((now, surge, level, base))
     return tuple(kept)
 

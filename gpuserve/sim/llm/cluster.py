@@ -141,7 +141,17 @@ class ClusterRun:
 
 
 class _Replica:
-    __slots__ = ("created", "draining", "engine", "gone", "in_step", "index", "ready", "ticking")
+    __slots__ = (
+        "created",
+        "draining",
+        "engine",
+        "gone",
+        "in_step",
+        "index",
+        "ready",
+        "ticking",
+        "upcoming",
+    )
 
     def __init__(self, index: int, params: EngineParams, created: float, ready: float) -> None:
         self.index = index
@@ -152,6 +162,7 @@ class _Replica:
         self.draining = False
         self.in_step = False  # a planned step ends at the pending tick
         self.ticking = False  # a tick is pending
+        self.upcoming: deque[float] = deque()  # arrivals drawn for it (random routing)
 
     @property
     def load(self) -> int:
@@ -246,7 +257,6 @@ class _Simulation:
         # order, and a replica's decode stretch runs on until its own next arrival
         # instead of the cluster's.
         self.routes: deque[_Replica] = deque()  # drawn for next_arrival, next_arrival + 1...
-        self.upcoming: dict[int, deque[float]] = {}  # replica index -> its drawn arrivals
         self.next_eval = math.inf
         for _ in range(config.initial_replicas):
             self._add_replica(0.0, instant=True)
@@ -292,7 +302,7 @@ class _Simulation:
         self.next_arrival += 1
         if self.routes:
             replica = self.routes.popleft()
-            self.upcoming[replica.index].popleft()
+            replica.upcoming.popleft()
         else:
             serving = self._serving(now)
             if not serving:  # nothing ready yet: the soonest to be (requests queue at it)
@@ -315,7 +325,7 @@ class _Simulation:
         requests = self.trace.requests
         if self.config.routing != "random":
             return self._next_arrival_time()
-        mine = self.upcoming[replica.index]
+        mine = replica.upcoming
         drawn = self.next_arrival + len(self.routes)
         while not mine and drawn < len(requests) and requests[drawn].arrival_s < self.next_eval:
             at = requests[drawn].arrival_s
@@ -324,7 +334,7 @@ class _Simulation:
                 break  # the fallback depends on replicas leaving meanwhile: draw it then
             chosen = self._route(serving, requests[drawn].block_hashes)
             self.routes.append(chosen)
-            self.upcoming[chosen.index].append(at)
+            chosen.upcoming.append(at)
             drawn += 1
         if mine:
             return mine[0]
@@ -389,7 +399,6 @@ class _Simulation:
         ready = now if instant else now + self.config.startup_s
         replica = _Replica(len(self.replicas), self.config.params, now, ready)
         self.replicas.append(replica)
-        self.upcoming[replica.index] = deque()
         if ready > now:
             self._push(ready, _READY, replica.index)
 
