@@ -136,14 +136,15 @@ class _Sequence:
     __slots__ = (
         "aborted",
         "admitted_once",
+        "blocks",
         "computed",
         "generated",
         "held_keys",
         "keys",
         "pending",
-        "private_blocks",
         "request",
         "timing",
+        "token_s",
     )
 
     def __init__(self, request: Request, keys: tuple[int, ...]) -> None:
@@ -152,10 +153,13 @@ class _Sequence:
         self.timing = RequestTiming(
             request.request_id, request.arrival_s, request.prompt_tokens, request.output_tokens
         )
+        self.token_s = self.timing.token_s  # the timing's own list, one lookup nearer
         self.generated = 0
         self.computed = 0  # tokens whose keys and values are in the cache
         self.held_keys: list[int] = []  # leading prompt blocks held under their key
-        self.private_blocks = 0
+        # Blocks held, keyed or private: counted apart from ``held_keys`` so the step
+        # loop's check for a new block is one comparison.
+        self.blocks = 0
         self.pending = 0  # tokens this step computes
         self.admitted_once = False
         self.aborted = False
@@ -262,40 +266,42 @@ class Engine:
         size = self.params.block_size
         cache = self.cache
         running = self._running
-        scheduled: list[_Sequence] = []
         preempted: list[_Sequence] = []
         # The step's decoding sequences, their context tokens, and prompt tokens computed.
         decoding = context = prefill = 0
         index = 0
+        count = len(running)
         # The loop runs once per running sequence and step: attributes are read directly
         # (the properties' arithmetic inlined), since it dominates a simulation's time.
-        while index < len(running) and budget > 0:
+        while index < count and budget > 0:
             sequence = running[index]
             computed = sequence.computed
-            tokens = sequence.request.prompt_tokens + sequence.generated
-            missing = tokens - computed
+            generated = sequence.generated
+            missing = sequence.request.prompt_tokens + generated - computed
+            decodes = missing == 1 and generated > 0  # ``_Sequence.decoding``
             pending = missing if missing < budget else budget
-            needed = -(-(computed + pending) // size) - (
-                len(sequence.held_keys) + sequence.private_blocks
-            )
-            if needed > 0:
+            end = computed + pending
+            if end > sequence.blocks * size:
+                needed = -(-end // size) - sequence.blocks
                 # Preemption takes the newest (last) sequence: this one is gone once the
                 # list is no longer than its index.
-                while needed > cache.available and index < len(running):
+                while needed > cache.available and index < count:
                     preempted.append(self._preempt_newest())
-                if index >= len(running):
+                    count -= 1
+                if index >= count:
                     break  # it was the newest: nothing after it is left to schedule
                 cache.allocate(needed)
-                sequence.private_blocks += needed
-            if missing == 1 and sequence.generated > 0:  # ``_Sequence.decoding``
+                sequence.blocks += needed
+            if decodes:
                 decoding += 1
-                context += tokens
+                context += end
             else:
                 prefill += pending
             sequence.pending = pending
             budget -= pending
-            scheduled.append(sequence)
             index += 1
+        # The running sequences are scheduled in order, as far as the budget went.
+        scheduled = running[:index]
         admitted = [] if preempted else self._admit(budget)
         scheduled += admitted
         if not scheduled:
@@ -333,24 +339,30 @@ class Engine:
         for sequence in scheduled:
             if sequence.aborted:
                 continue
-            sequence.computed += sequence.pending
+            before = sequence.computed
+            computed = before + sequence.pending
+            sequence.computed = computed
             sequence.pending = 0
-            if len(sequence.held_keys) < len(sequence.keys):
-                self._publish_full_blocks(sequence)
             request = sequence.request
+            prompt = request.prompt_tokens
+            # Once a prompt is computed its full blocks are all keyed (``held_keys`` covers
+            # ``keys``): only a step that computed prompt tokens can publish.
+            if before < prompt and sequence.keys:
+                self._publish_full_blocks(sequence)
             index = sequence.generated
-            if sequence.computed < request.prompt_tokens + index:
+            if computed < prompt + index:
                 continue  # a prefill chunk: no token yet
             # The sequence emits its next token (inlined: once per sequence and step).
-            timing = sequence.timing
-            token_s = timing.token_s
-            last = index + 1 == request.output_tokens
+            token_s = sequence.token_s
+            generated = index + 1
+            last = generated == request.output_tokens
             if index == 0:
-                self._prompt_tokens += request.prompt_tokens
-                tokens.append(Token(request.request_id, 0, now, now - timing.arrival_s, last))
+                self._prompt_tokens += prompt
+                gap = now - sequence.timing.arrival_s
+                tokens.append(Token(request.request_id, 0, now, gap, last))
             elif every_token:
                 tokens.append(Token(request.request_id, index, now, now - token_s[-1], last))
-            sequence.generated = index + 1
+            sequence.generated = generated
             token_s.append(now)
             emitted += 1
             if last:
@@ -390,11 +402,11 @@ class Engine:
                 computed = sequence.computed + steps
                 sequence.computed = computed
                 sequence.generated += steps
-                extra = -(-computed // size) - len(sequence.held_keys) - sequence.private_blocks
+                extra = -(-computed // size) - sequence.blocks
                 if extra > 0:
-                    sequence.private_blocks += extra
+                    sequence.blocks += extra
                     grown += extra
-                sequence.timing.token_s.extend(ends)
+                sequence.token_s.extend(ends)
             if grown:
                 self.cache.allocate(grown)
             self._generation_tokens += steps * batch
@@ -416,6 +428,8 @@ class Engine:
             or not 0 < len(running) <= self.params.max_batched_tokens
         ):
             return None
+        if not running[-1].decoding:
+            return None  # the newest is the one most often still in its prompt: asked first
         most = self.params.max_model_len  # no sequence has more tokens left than this
         context = 0
         for s in running:
@@ -438,7 +452,7 @@ class Engine:
         def needed(steps: int) -> int:
             total = 0
             for s in running:
-                total += -(-(s.computed + steps) // size) - len(s.held_keys) - s.private_blocks
+                total += -(-(s.computed + steps) // size) - s.blocks
             return total
 
         low, high = 0, max(0, most)
@@ -469,6 +483,7 @@ class Engine:
             self._waiting.popleft()
             self.cache.acquire(hits)
             sequence.held_keys = list(hits)
+            sequence.blocks = len(hits)
             sequence.computed = computed
             self._take_blocks(sequence, needed)
             sequence.pending = pending
@@ -486,13 +501,13 @@ class Engine:
     def _take_blocks(self, sequence: _Sequence, count: int) -> None:
         if count > 0:
             self.cache.allocate(count)
-            sequence.private_blocks += count
+            sequence.blocks += count
 
     def _free_blocks(self, sequence: _Sequence) -> None:
         self.cache.release(sequence.held_keys)
-        self.cache.free(sequence.private_blocks)
+        self.cache.free(sequence.blocks - len(sequence.held_keys))
         sequence.held_keys = []
-        sequence.private_blocks = 0
+        sequence.blocks = 0
         sequence.computed = 0
 
     def _preempt_newest(self) -> _Sequence:
@@ -513,7 +528,6 @@ class Engine:
             key = sequence.keys[len(sequence.held_keys)]
             self.cache.publish(key)
             sequence.held_keys.append(key)
-            sequence.private_blocks -= 1
 
     def _finish(self, sequence: _Sequence, now: float) -> RequestTiming:
         self._running.remove(sequence)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -13,7 +14,13 @@ from gpuserve.llm.chunking import chunk_for_objective
 from gpuserve.llm.deciding import LLMPolicy
 from gpuserve.llm.params import EngineParams
 from gpuserve.llm.replay import replay
-from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, simulate_cluster
+from gpuserve.sim.llm.cluster import (
+    ClusterConfig,
+    ClusterRun,
+    ClusterScaler,
+    ClusterView,
+    simulate_cluster,
+)
 from gpuserve.sim.llm.from_spec import fit_to_trace
 from gpuserve.sim.llm.oracle import plan_oracle
 from gpuserve.sim.llm.scalers import GpuserveLLM, Static
@@ -94,6 +101,41 @@ def test_random_spreading_serves_each_replica_as_one_engine_alone_would() -> Non
             gaps = (tokens[-1] - tokens[0]) / (len(tokens) - 1) if len(tokens) > 1 else 0.0
             assert outcome.tpot_s == gaps
     assert min(len(share) for share in shares) > 100
+
+
+class _Watching(ClusterScaler):
+    """Holds one replica and notes whether the garbage collector ran during the run."""
+
+    interval_s = 5.0
+
+    def __init__(self, fail_at: float | None = None) -> None:
+        self.seen: list[bool] = []
+        self.fail_at = fail_at
+
+    def target(self, view: ClusterView) -> int | None:
+        self.seen.append(gc.isenabled())
+        if self.fail_at is not None and view.now >= self.fail_at:
+            raise RuntimeError("the scaler failed")
+        return 1
+
+
+def test_a_run_pauses_the_garbage_collector_and_leaves_it_as_it_found_it() -> None:
+    trace = _chat(rate=4.0, seconds=30.0)
+    config = ClusterConfig(PARAMS, OBJECTIVES, initial_replicas=1)
+    assert gc.isenabled()
+    try:
+        watching = _Watching()
+        simulate_cluster(config, trace, watching)
+        assert watching.seen and not any(watching.seen) and gc.isenabled()
+        failing = _Watching(fail_at=10.0)
+        with pytest.raises(RuntimeError, match="the scaler failed"):
+            simulate_cluster(config, trace, failing)
+        assert gc.isenabled()  # restored on the way out of a failed run too
+        gc.disable()  # a caller that paused it keeps it paused
+        simulate_cluster(config, trace, _Watching())
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_a_trace_with_hashes_needs_the_engines_block_size() -> None:

@@ -18,6 +18,7 @@ per token.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 import random
@@ -218,8 +219,18 @@ def simulate_cluster(
     *,
     on_scrape: Callable[[float], None] | None = None,
 ) -> ClusterRun:
-    """Serves every request of ``trace`` and returns what happened."""
-    return _Simulation(config, trace, scaler).run(on_scrape)
+    """Serves every request of ``trace`` and returns what happened.
+
+    The cyclic garbage collector is paused for the run: a simulation makes no reference
+    cycles (a collection after one finds none), yet each pass walks every object the
+    caller holds, such as a benchmark's earlier runs, which cost 8-13 % of a run."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _Simulation(config, trace, scaler).run(on_scrape)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 class _Simulation:
