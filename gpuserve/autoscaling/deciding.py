@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuserve.autoscaling.allocating import allocate, free_room
 from gpuserve.autoscaling.bursts import burst_headroom, remember_minute
@@ -292,14 +292,7 @@ def decide(
             why += f"; scale-down limited to {committed - target} pods this step"
     return finish_decision(
         pools=pools,
-        memory=PolicyMemory(
-            recommendations=tuple(window),
-            since=since,
-            last_scale_up=memory.last_scale_up,
-            last_scale_down=memory.last_scale_down,
-            panic_until=memory.panic_until,
-            surges=surges,
-        ),
+        memory=replace(memory, recommendations=tuple(window), since=since, surges=surges),
         now=now,
         mode="panic" if panicking else "steady",
         target=_clamp(config, target),
@@ -630,13 +623,11 @@ def finish_decision(
         desired_replicas=desired,
         actions=actions,
         reason=reason,
-        memory=PolicyMemory(
-            recommendations=memory.recommendations,
-            since=memory.since,
+        memory=replace(
+            memory,
             last_scale_up=now if desired > committed else memory.last_scale_up,
             last_scale_down=now if desired < committed else memory.last_scale_down,
             panic_until=panic_until,
-            surges=memory.surges,
         ),
         signals=signals,
         warm_pool=warm_pool,

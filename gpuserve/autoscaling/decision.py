@@ -46,6 +46,9 @@ class PolicyMemory:
     surges: one record per minute over the burst memory: (start, largest rise of demand
         within one start-up time beyond its measured noise, req/s; the minute's mean
         demand, req/s; the demand that rise rose from, req/s).
+    dispersions: one record per minute over the burst memory (the LLM rule): (start, sum
+        of the evaluations' estimates of the arrivals' index of dispersion, evaluations);
+        ``gpuserve.llm.dispersion``.
     since: time of the first evaluation this memory has seen; until a whole scale-down
         window has been observed, the current size counts as a recommendation (after an
         operator restart the policy cannot know what it recommended before).
@@ -57,11 +60,13 @@ class PolicyMemory:
     last_scale_down: float | None = None
     panic_until: float | None = None
     surges: tuple[tuple[float, float, float, float], ...] = ()
+    dispersions: tuple[tuple[float, float, int], ...] = ()
 
     def to_status(self) -> dict[str, Any]:
         return {
             "recommendations": [[t, n] for t, n in self.recommendations],
             "surges": [[t, round(v, 3), round(d, 3), round(b, 3)] for t, v, d, b in self.surges],
+            "dispersions": [[t, round(s, 3), n] for t, s, n in self.dispersions],
             "since": self.since,
             "lastScaleUp": self.last_scale_up,
             "lastScaleDown": self.last_scale_down,
@@ -88,6 +93,12 @@ class PolicyMemory:
             except (TypeError, ValueError, IndexError):
                 continue
             surges.append((t, v, d, b))
+        dispersions: list[tuple[float, float, int]] = []
+        for entry in body.get("dispersions") or []:
+            try:
+                dispersions.append((float(entry[0]), float(entry[1]), int(entry[2])))
+            except (TypeError, ValueError, IndexError):
+                continue
         return cls(
             recommendations=tuple(recs),
             since=_float_or_none(body.get("since")),
@@ -95,6 +106,7 @@ class PolicyMemory:
             last_scale_down=_float_or_none(body.get("lastScaleDown")),
             panic_until=_float_or_none(body.get("panicUntil")),
             surges=tuple(surges),
+            dispersions=tuple(dispersions),
         )
 
 

@@ -6,8 +6,9 @@ here for LLM formats. Per evaluation:
 
 1. The token mix and prefix-hit rate of the stable window (``LoadShape``) give each class's
    sustainable rate per replica (``replica_capacity``), used up to ``utilization``.
-2. Demand is the stable request rate or, where the recent rate rises beyond its Poisson
-   noise, the recent rate plus that rise carried one start-up time (``startup_s``) ahead;
+2. Demand is the stable request rate or, where the recent rate rises beyond its noise
+   (Poisson's times the arrivals' index of dispersion, ``gpuserve.llm.dispersion``), the
+   recent rate plus that rise carried one start-up time (``startup_s``) ahead;
    plus the requests waiting beyond one per ready replica, admitted within
    ``queue_budget_s``.
 3. Measured TTFT (at the quantile) or TPOT (mean gap) over its objective while requests
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpuserve.autoscaling.bursts import burst_headroom, remember_minute
 from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S
@@ -36,10 +37,12 @@ from gpuserve.autoscaling.deciding import finish_decision
 from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory
 from gpuserve.autoscaling.pools import PoolState
 from gpuserve.llm.capacity import LoadShape, TokenObjectives, replica_capacity
+from gpuserve.llm.dispersion import dispersion_sample, measured_dispersion, remember_dispersion
 from gpuserve.llm.observing import Observation
 from gpuserve.llm.params import EngineParams
 
-# Standard deviations of Poisson noise a recent rise must exceed to count.
+# Standard deviations of noise (Poisson's, times the measured dispersion) a recent rise
+# must exceed to count.
 SURGE_Z = 2.0
 # A rise recorded in the burst memory must be far beyond its noise: the test runs every
 # 5 s, and each false record holds headroom for the whole memory.
@@ -103,12 +106,14 @@ def decide_llm(
     }
     reference = caps[pools.classes[0].name] if pools.classes else None
     per_replica = (reference.rate if reference else 0.0) * policy.utilization
-    # The recent window counts only where it rises beyond its own Poisson noise: a
-    # 15-second count is noisy, and each false rise buys a replica for a whole
-    # scale-down window.
+    # The recent window counts only where it rises beyond its own noise: a 15-second
+    # count is noisy, and each false rise buys a replica for a whole scale-down window.
+    # The noise is Poisson's times the arrivals' measured dispersion: clumped arrivals
+    # rise beyond Poisson noise with nothing to chase.
     rise = recent.rate - stable.rate
     noise = math.sqrt(max(recent.rate, stable.rate) / max(recent.window_s, 1e-9))
-    if rise > SURGE_Z * noise:
+    dispersion = measured_dispersion(memory.dispersions, now)
+    if rise > SURGE_Z * noise * math.sqrt(dispersion):
         demand = recent.rate + rise * min(1.0, policy.startup_s / stable.window_s)
     else:
         demand = stable.rate
@@ -125,6 +130,7 @@ def decide_llm(
         "prefixHitRate": shape.prefix_hit_rate,
         "kvUsage": recent.kv_usage,
         "waiting": recent.waiting,
+        "arrivalDispersion": dispersion,
     }
     if per_replica <= 0:
         limit = reference.limit if reference else "no class"
@@ -135,6 +141,8 @@ def decide_llm(
         f"{demand:.2f} req/s + backlog {backlog:.2f} req/s at {per_replica:.2f} req/s per "
         f"replica ({reference.limit if reference else ''}-bound)"
     )
+    # Against Poisson noise alone: on bursty traffic the rises a dispersion would explain
+    # are the bursts to hold headroom for.
     surge = rise if rise > BURST_Z * noise else 0.0
     surges = remember_minute(memory.surges, now, surge, stable.rate, memory_s=policy.burst_memory_s)
     burst = burst_headroom(
@@ -173,13 +181,17 @@ def decide_llm(
     # they could not all be placed for, and the evidence now asks for fewer.
     target = need if need >= committed else min(committed, max(remembered))
     signals["need"] = float(need)
-    memory = PolicyMemory(
+    memory = replace(
+        memory,
         recommendations=kept,
         since=since,
-        last_scale_up=memory.last_scale_up,
-        last_scale_down=memory.last_scale_down,
-        panic_until=memory.panic_until,
         surges=surges,
+        dispersions=remember_dispersion(
+            memory.dispersions,
+            now,
+            dispersion_sample(recent.rate, recent.window_s, stable.rate, stable.window_s),
+            memory_s=policy.burst_memory_s,
+        ),
     )
     return _decision(policy, pools, memory, now, mode, target, reason, signals)
 

@@ -123,10 +123,15 @@ def test_hold_still_respects_min_replicas() -> None:
 
 def test_memory_survives_a_status_round_trip_and_bad_status() -> None:
     memory = PolicyMemory(
-        recommendations=((1.0, 3), (6.0, 4)), since=0.5, last_scale_up=6.0, panic_until=70.0
+        recommendations=((1.0, 3), (6.0, 4)),
+        since=0.5,
+        last_scale_up=6.0,
+        panic_until=70.0,
+        dispersions=((0.0, 12.5, 12), (60.0, 30.25, 11)),
     )
     assert PolicyMemory.from_status(memory.to_status()) == memory
-    assert PolicyMemory.from_status({"recommendations": [["x"]], "since": "y"}) == PolicyMemory()
+    bad = {"recommendations": [["x"]], "since": "y", "dispersions": [[0.0, "z", 3], [1.0]]}
+    assert PolicyMemory.from_status(bad) == PolicyMemory()
 
 
 # --------------------------------------------------------------------------- bursts and panic
