@@ -9,8 +9,23 @@ records call for, less what the miss budget of the planning quantile absorbs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TypeVar
+
 # (start, largest surge, the level, the demand the largest surge rose from)
 Minutes = tuple[tuple[float, float, float, float], ...]
+MINUTE_S = 60.0
+# A per-minute record: its minute's start first.
+Record = TypeVar("Record", bound=tuple[float, ...])
+
+
+def kept_minutes(
+    records: Sequence[Record], now: float, memory_s: float
+) -> tuple[list[Record], bool]:
+    """The per-minute records younger than ``memory_s``, and whether the newest one's
+    minute is still in progress at ``now`` (a new evaluation adds to it, not a record)."""
+    kept = [r for r in records if r[0] > now - memory_s]
+    return kept, bool(kept) and now - kept[-1][0] < MINUTE_S
 
 
 def remember_minute(
@@ -38,8 +53,8 @@ def remember_minute(
     """
     if memory_s <= 0:
         return ()
-    kept = [r for r in surges if r[0] > now - memory_s]
-    if kept and now - kept[-1][0] < 60.0:
+    kept, in_progress = kept_minutes(surges, now, memory_s)
+    if in_progress:
         t, v, _, b = kept[-1]
         if rose_from is not None and surge > v:
             b = rose_from
@@ -73,7 +88,7 @@ def burst_headroom(minutes: Minutes, horizon: float, level: float, *, quantile: 
             surges.append((kept, d))
         floor = min(floor, d)
     surges.sort(reverse=True)
-    allowed = (1.0 - quantile) * sum(d for _, _, d, _ in minutes) * 60.0
+    allowed = (1.0 - quantile) * sum(d for _, _, d, _ in minutes) * MINUTE_S
     spent = 0.0
     for v, d in surges:
         spent += (d + v) * horizon

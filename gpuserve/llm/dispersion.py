@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import statistics
 
+from gpuserve.autoscaling.bursts import MINUTE_S, kept_minutes
+
 # (minute start, sum of the one-evaluation estimates, evaluations)
 DispersionMinutes = tuple[tuple[float, float, int], ...]
 
@@ -36,10 +38,10 @@ def remember_dispersion(
     """Add ``sample`` to the minute in progress; minutes older than ``memory_s`` go."""
     if memory_s <= 0:
         return ()
-    kept = [m for m in minutes if m[0] > now - memory_s]
+    kept, in_progress = kept_minutes(minutes, now, memory_s)
     if sample is None:
         return tuple(kept)
-    if kept and now - kept[-1][0] < 60.0:
+    if in_progress:
         start, total, count = kept[-1]
         kept[-1] = (start, total + sample, count + 1)
     else:
@@ -51,7 +53,7 @@ def measured_dispersion(minutes: DispersionMinutes, now: float, *, least: int = 
     """The median of the whole minutes' mean estimates, at least 1; 1 (Poisson) while
     fewer than ``least`` whole minutes are known. The minute in progress holds the rise
     being judged and does not count."""
-    means = [total / count for start, total, count in minutes if start <= now - 60.0 and count]
+    means = [total / count for start, total, count in minutes if start <= now - MINUTE_S and count]
     if len(means) < least:
         return 1.0
     return max(1.0, statistics.median(means))

@@ -15,17 +15,18 @@ from gpuserve.llm.dispersion import (
 )
 
 
+def _rate(times: list[float], at: float, window: float) -> float:
+    """Arrivals per second over the ``window`` seconds up to ``at`` (``times`` sorted)."""
+    return (bisect.bisect_right(times, at) - bisect.bisect_right(times, at - window)) / window
+
+
 def _evaluated(times: list[float], minutes: int) -> DispersionMinutes:
     """The records an evaluation every 5 s keeps from its 60-s and 15-s arrival rates."""
     kept: DispersionMinutes = ()
-    for now in range(60, minutes * 60 + 1, 5):
-
-        def rate(window: float, at: float = float(now)) -> float:
-            arrived = bisect.bisect_right(times, at) - bisect.bisect_right(times, at - window)
-            return arrived / window
-
-        sample = dispersion_sample(rate(15.0), 15.0, rate(60.0), 60.0)
-        kept = remember_dispersion(kept, float(now), sample, memory_s=1800.0)
+    for now in map(float, range(60, minutes * 60 + 1, 5)):
+        recent, stable = _rate(times, now, 15.0), _rate(times, now, 60.0)
+        sample = dispersion_sample(recent, 15.0, stable, 60.0)
+        kept = remember_dispersion(kept, now, sample, memory_s=1800.0)
     return kept
 
 
