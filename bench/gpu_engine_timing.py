@@ -37,8 +37,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gpuserve.llm.params import EngineParams  # noqa: E402
-from gpuserve.llm.step_fit import fit_record  # noqa: E402
+from gpuserve.llm.params import EngineParams, prompt_pairs  # noqa: E402
+from gpuserve.llm.step_fit import FittedCosts, fit_record  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,21 @@ PROMPTS = (128, 256, 512, 1024, 2048, 4096, 8192)
 # Decode grid cells hold batch x (context + 1) cached tokens: 32 GiB of keys and values at
 # most, beside 16 GB of weights, fits an 80 GB card.
 MAX_CACHED_TOKENS = 256 * 1025
+# Mixed steps (vLLM's chunked prefill): one prompt chunk of CHUNKS tokens computed in the
+# same step as MIXED_BATCHES sequences decoding at MIXED_CONTEXT.
+MIXED_CONTEXT = 1024
+MIXED_BATCHES = (16, 64, 128)
+CHUNKS = (128, 512, 2048, 4096)
+# Prompt chunks computed after CACHED tokens of the same prompt that are already in the
+# cache (a prefix-cache hit, or the previous chunk): the engine model charges only the
+# chunk's own tokens, so this measures what attending to the cached part costs.
+CACHED = (0, 2048, 6144)
+PREFIXED_CHUNKS = (128, 512, 2048)
+PREFIX_MASKS = ("lower-right-gqa", "lower-right", "tensor")
+# Prompts as long as the Mooncake traces' (12.8k tokens on average, many past 30k), alone
+# and as a last chunk after most of them: (chunk tokens, cached before it), GQA kernel.
+LONG_PROMPTS = ((8192, 0), (16384, 0), (32768, 0), (512, 30720), (2048, 14336), (2048, 30720))
+LONG_REPLAYS = 5  # a 32k-token prompt takes seconds a step
 
 
 def measure(shape: Shape, replays: int) -> dict[str, Any]:  # pragma: no cover - needs a GPU
@@ -215,6 +230,103 @@ def measure(shape: Shape, replays: int) -> dict[str, Any]:  # pragma: no cover -
 
         return step
 
+    def mixed_step_fn(batch: int, context: int, tokens: int, cached: int, mask: str) -> Any:
+        """One step that computes ``tokens`` tokens of one prompt, after ``cached`` of its
+        tokens already in the cache, beside ``batch`` sequences decoding at ``context``.
+        Every row goes through the weights together, as in vLLM's chunked prefill; each
+        part attends to its own keys. The prompt's keys sit at the cache's far end, away
+        from the decoding sequences'.
+
+        ``mask`` says how the chunk's causal mask reaches PyTorch, which picks the
+        attention kernel by it: "causal" (``is_causal``, as the prefill grid; only with
+        nothing cached, since it puts the diagonal top left), "tensor" (a boolean
+        matrix), "lower-right" (PyTorch's bottom-right causal bias, which its flash
+        kernel takes), "lower-right-gqa" (the same, each key/value head read in place
+        by its query heads instead of copied for each of them, as vLLM's kernels do).
+        Rows compared must agree on it."""
+        span = cached + tokens
+        decode_kv = cache[: s.layers * 2 * batch * (context + 1) * kv_width].view(
+            s.layers, 2, batch, s.kv_heads, context + 1, s.head_dim
+        )
+        prompt_kv = cache[cache.numel() - s.layers * 2 * span * kv_width :].view(
+            s.layers, 2, s.kv_heads, span, s.head_dim
+        )
+        rows = batch + tokens
+        ids = torch.randint(0, s.vocab, (rows,), device=dev)
+        d_cos, d_sin = rope(1, context)
+        p_cos, p_sin = rope(tokens, cached)
+        p_cos, p_sin = p_cos.unsqueeze(1), p_sin.unsqueeze(1)
+        group = s.heads // s.kv_heads
+        # The chunk's queries are the last ``tokens`` positions of ``span``.
+        attn_mask: Any = None
+        if mask == "tensor":
+            attn_mask = (
+                torch.arange(span, device=dev)[None, :]
+                <= cached + torch.arange(tokens, device=dev)[:, None]
+            )
+        elif mask in ("lower-right", "lower-right-gqa"):
+            from torch.nn.attention.bias import causal_lower_right
+
+            attn_mask = causal_lower_right(tokens, span)
+        else:
+            assert mask == "causal" and cached == 0, "is_causal fits only a chunk alone"
+        # Logits for every decoding sequence and the chunk's last token.
+        last = torch.tensor([*range(batch), rows - 1], device=dev)
+
+        def step() -> torch.Tensor:
+            h = embed[ids]
+            for i, layer in enumerate(layers):
+                qkv = rms(h, layer["norm1"]) @ layer["qkv"]
+                q, k, v = qkv.split((q_width, kv_width, kv_width), dim=-1)
+                parts = []
+                if batch:
+                    dq = rotate(q[:batch].view(batch, s.heads, s.head_dim), d_cos, d_sin)
+                    dk = rotate(k[:batch].view(batch, s.kv_heads, s.head_dim), d_cos, d_sin)
+                    decode_kv[i, 0, :, :, context] = dk
+                    decode_kv[i, 1, :, :, context] = v[:batch].view(batch, s.kv_heads, s.head_dim)
+                    out = F.scaled_dot_product_attention(
+                        dq.view(batch, s.kv_heads, group, s.head_dim),
+                        decode_kv[i, 0],
+                        decode_kv[i, 1],
+                    )
+                    parts.append(out.reshape(batch, q_width))
+                pq = rotate(q[batch:].view(tokens, s.heads, s.head_dim), p_cos, p_sin)
+                pk = rotate(k[batch:].view(tokens, s.kv_heads, s.head_dim), p_cos, p_sin)
+                prompt_kv[i, 0, :, cached:] = pk.transpose(0, 1)
+                prompt_kv[i, 1, :, cached:] = (
+                    v[batch:].view(tokens, s.kv_heads, s.head_dim).transpose(0, 1)
+                )
+                if mask == "lower-right-gqa":
+                    keys, values = prompt_kv[i, 0], prompt_kv[i, 1]
+                else:
+                    keys = prompt_kv[i, 0].repeat_interleave(group, dim=0)
+                    values = prompt_kv[i, 1].repeat_interleave(group, dim=0)
+                out = F.scaled_dot_product_attention(
+                    pq.transpose(0, 1).unsqueeze(0),
+                    keys.unsqueeze(0),
+                    values.unsqueeze(0),
+                    attn_mask=attn_mask,
+                    is_causal=attn_mask is None,
+                    enable_gqa=mask == "lower-right-gqa",
+                )
+                parts.append(out[0].transpose(0, 1).reshape(tokens, q_width))
+                h = h + torch.cat(parts) @ layer["o"]
+                h = mlp(h, layer)
+            return (rms(h[last], final_norm) @ lm_head).argmax(dim=-1)
+
+        return step
+
+    def timed_or_none(label: str, step: Any, n: int = replays) -> float | None:
+        """Seconds one graphed step takes, or None (and why, printed) where it fails:
+        the grids added later must not cost the run the ones before them."""
+        try:
+            ms = median_ms(graphed(step), n)
+        except Exception as error:
+            print(f"{label}: failed: {error!r}", flush=True)
+            return None
+        print(f"{label}: {ms:8.3f} ms", flush=True)
+        return ms / 1e3
+
     def graphed(step: Any) -> Any:
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -243,6 +355,41 @@ def measure(shape: Shape, replays: int) -> dict[str, Any]:  # pragma: no cover -
         ms = median_ms(graphed(prefill_step_fn(tokens)), replays)
         prefill.append({"tokens": tokens, "seconds": ms / 1e3})
         print(f"prefill {tokens:5d} tokens: {ms:8.3f} ms", flush=True)
+    mixed: list[dict[str, float]] = []
+    for batch in MIXED_BATCHES:
+        for tokens in CHUNKS:
+            if batch + tokens > 8192:  # vLLM's default max_num_batched_tokens
+                continue
+            seconds = timed_or_none(
+                f"mixed batch {batch:4d} context {MIXED_CONTEXT} + chunk {tokens:5d}",
+                mixed_step_fn(batch, MIXED_CONTEXT, tokens, 0, "causal"),
+            )
+            if seconds is not None:
+                mixed.append(
+                    {"batch": batch, "context": MIXED_CONTEXT, "tokens": tokens, "seconds": seconds}
+                )
+    prefixed: list[dict[str, Any]] = []
+    for mask in PREFIX_MASKS:
+        for cached in CACHED:
+            for tokens in PREFIXED_CHUNKS:
+                seconds = timed_or_none(
+                    f"chunk {tokens:5d} after {cached:5d} cached, {mask} mask",
+                    mixed_step_fn(0, 0, tokens, cached, mask),
+                )
+                if seconds is not None:
+                    prefixed.append(
+                        {"tokens": tokens, "cached": cached, "mask": mask, "seconds": seconds}
+                    )
+    for tokens, cached in LONG_PROMPTS:
+        seconds = timed_or_none(
+            f"chunk {tokens:5d} after {cached:5d} cached, lower-right-gqa mask",
+            mixed_step_fn(0, 0, tokens, cached, "lower-right-gqa"),
+            LONG_REPLAYS,
+        )
+        if seconds is not None:
+            prefixed.append(
+                {"tokens": tokens, "cached": cached, "mask": "lower-right-gqa", "seconds": seconds}
+            )
     props = torch.cuda.get_device_properties(0)
     return {
         "device": props.name,
@@ -257,6 +404,8 @@ def measure(shape: Shape, replays: int) -> dict[str, Any]:  # pragma: no cover -
         "replays": replays,
         "decode": decode,
         "prefill": prefill,
+        "mixed": mixed,
+        "prefixed": prefixed,
         "wall_s": time.monotonic() - started,
     }
 
@@ -286,6 +435,7 @@ def predicted(record: dict[str, Any]) -> EngineParams | None:
             "llm": {
                 "weightBytes": str(record["weights_bytes"]),
                 "kvCacheBytesPerToken": shape.kv_bytes_per_token,
+                "queryHeadsPerKvHead": shape.heads // shape.kv_heads,
                 "maxContextLength": 8192,
             },
         }
@@ -323,8 +473,9 @@ def report(record: dict[str, Any]) -> None:
         )
     print("\n| prompt tokens | measured ms | fitted ms | error | tokens/s |")
     print("|---|---|---|---|---|")
+    rule = costs.applied_to(EngineParams())
     for p in record["prefill"]:
-        model = costs.decode_base_s + costs.prefill_s_per_token * p["tokens"]
+        model = rule.step_cost_s(p["tokens"], 0, 0, prompt_pairs(p["tokens"], 0))
         print(
             f"| {p['tokens']} | {p['seconds'] * 1e3:.3f} | {model * 1e3:.3f} | "
             f"{model / p['seconds'] - 1:+.1%} | {p['tokens'] / p['seconds']:,.0f} |"
@@ -333,6 +484,7 @@ def report(record: dict[str, Any]) -> None:
         f"\neager (no CUDA graph) decode, batch 1, context 1024: "
         f"{record['eager_decode_batch1_context1024_s'] * 1e3:.2f} ms"
     )
+    report_mixed(record, costs)
     derived = predicted(record)
     print(
         "\n| cost | EngineParams default (8B, H100) | measured fit | measured / default "
@@ -344,6 +496,7 @@ def report(record: dict[str, Any]) -> None:
         "decode_s_per_seq",
         "decode_s_per_context_token",
         "prefill_s_per_token",
+        "prefill_s_per_token_pair",
     ):
         ours, theirs = getattr(costs, name), getattr(defaults, name)
         mine = getattr(derived, name) if derived is not None else float("nan")
@@ -361,6 +514,50 @@ def report(record: dict[str, Any]) -> None:
         f"\nworst fit error: decode {costs.decode_worst_error:.1%}, "
         f"prefill {costs.prefill_worst_error:.1%}"
     )
+
+
+def report_mixed(record: dict[str, Any], costs: FittedCosts) -> None:
+    """Mixed and prefixed steps (recorded from 2026-11-26 on) against the additive rule
+    the simulator prices them by, and against the same work in separate steps."""
+    decode = {(d["batch"], d["context"]): d["seconds"] for d in record["decode"]}
+    prefill = {p["tokens"]: p["seconds"] for p in record["prefill"]}
+    rule = costs.applied_to(EngineParams())
+    if record.get("mixed"):
+        print(
+            "\n| decoding batch | context | chunk tokens | measured ms | rule ms | rule error "
+            "| decode step + prefill step, measured apart | mixed / apart |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
+        for m in record["mixed"]:
+            model = rule.step_cost_s(
+                m["tokens"], m["batch"], m["batch"] * m["context"], prompt_pairs(m["tokens"], 0)
+            )
+            apart = decode.get((m["batch"], m["context"]), float("nan")) + prefill.get(
+                m["tokens"], float("nan")
+            )
+            print(
+                f"| {m['batch']} | {m['context']} | {m['tokens']} | {m['seconds'] * 1e3:.3f} "
+                f"| {model * 1e3:.3f} | {model / m['seconds'] - 1:+.1%} | {apart * 1e3:.3f} "
+                f"| {m['seconds'] / apart:.2f} |"
+            )
+    prefixed = record.get("prefixed", [])
+    for mask in sorted({p.get("mask", "tensor") for p in prefixed}):
+        rows = [p for p in prefixed if p.get("mask", "tensor") == mask]
+        alone = {p["tokens"]: p["seconds"] for p in rows if p["cached"] == 0}
+        print(
+            f"\n{mask} mask\n\n| chunk tokens | cached before it | measured ms | same chunk, "
+            "nothing cached | extra ms per 1,000 cached tokens | rule ms | rule error |"
+        )
+        print("|---|---|---|---|---|---|---|")
+        for p in rows:
+            model = rule.step_cost_s(p["tokens"], 0, 0, prompt_pairs(p["tokens"], p["cached"]))
+            base = alone.get(p["tokens"], float("nan"))
+            extra = (p["seconds"] - base) / p["cached"] * 1e6 if p["cached"] else 0.0
+            print(
+                f"| {p['tokens']} | {p['cached']} | {p['seconds'] * 1e3:.3f} | "
+                f"{base * 1e3:.3f} | {extra:.3f} | {model * 1e3:.3f} | "
+                f"{model / p['seconds'] - 1:+.1%} |"
+            )
 
 
 def main() -> None:

@@ -15,11 +15,13 @@ replicas reaching 99% within both objectives under each, their GPU-hours and goo
 
 Engine: the ``EngineParams`` defaults, Llama 3 8B bf16 on one H100 SXM as measured (what
 gpuserve/llm/gpus.py derives for it from the H100's datasheet at the efficiencies a real
-H100 showed: 7.86 ms a step, 28.9 us a prompt token; docs/bench-notes/gpu-engine-timing.md),
+H100 showed: 7.86 ms a step, 23.1 us a prompt token and 1.61 ns for each token it attends
+to; docs/bench-notes/gpu-engine-timing.md),
 with a 128k context; 45 s replica start-up. Every policy's engine prefills in the chunks
 gpuserve renders for the objective (gpuserve.llm.chunking: 1,024 tokens at TPOT 50 ms, 2,048
 at 100 ms); ``--vllm-default-chunks`` gives them vLLM's default 8,192, as every run before
-this option did. Runs before 2026-11-24 used the earlier, datasheet-guessed defaults.
+this option did. Runs before 2026-11-24 used the earlier, datasheet-guessed defaults; runs
+before 2026-11-26 (evening) priced a prompt token at 28.9 us and its attention at nothing.
 docs/bench-notes/llm-capacity.md records the figures and the commands.
 """
 

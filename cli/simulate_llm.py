@@ -294,7 +294,8 @@ def _inputs(
         f"tokens), {p.max_running} running sequences, context {p.max_model_len}, prefix "
         f"caching {cache}; step {p.decode_base_s * 1e3:.3g}ms + {p.decode_s_per_seq * 1e6:.3g}us "
         f"per sequence + {p.decode_s_per_context_token * 1e9:.3g}ns per context token, "
-        f"prefill {p.prefill_s_per_token * 1e6:.3g}us per token in chunks of at most "
+        f"prefill {p.prefill_s_per_token * 1e6:.3g}us per token + "
+        f"{p.prefill_s_per_token_pair * 1e9:.3g}ns per token it attends to, in chunks of at most "
         f"{p.max_batched_tokens} tokens a step (llm.maxBatchedTokens)",
         _objectives_line(o),
         _trace_line(trace_path, trace),

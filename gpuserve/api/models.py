@@ -569,6 +569,12 @@ class LLMSpec(_Model):
         "head size x 2; 131072 for Llama 3 8B). Unset: the memory check counts the weights "
         "only."
     )
+    query_heads_per_kv_head: Annotated[int, Field(ge=1, le=256)] | None = _optional(
+        "Attention heads per key/value head (num_attention_heads / num_key_value_heads in "
+        "the model's config.json): 4 for Llama 3 8B, 8 for Llama 3 70B, 1 without "
+        "grouped-query attention. With kvCacheBytesPerToken it sizes the attention work "
+        "of a prompt, which grows with the square of its length. Unset: 4."
+    )
     endpoint_picker: EndpointPickerSpec | None = _optional(
         "The endpoint picker that routes requests among the serving pods (by prefix-cache "
         "affinity and load) through the InferencePool gpuserve renders. Unset: the "

@@ -2,10 +2,13 @@
 
 A mean-value model of the engine in ``gpuserve.llm.engine``, priced by the same cost rule
 (``EngineParams.step_cost_s``). At a request rate ``r``, with mean uncached prompt ``u``
-tokens, mean output ``o`` tokens and a mean context of ``prompt + o / 2`` while decoding:
+tokens after ``c`` cached ones, mean output ``o`` tokens and a mean context of
+``prompt + o / 2`` while decoding:
 
-* each request adds ``w = step_cost_s(u, o, o * context) - decode_base_s`` seconds of engine
-  work beyond the fixed cost per step, so the load is ``rho = r * w`` and a step lasts on
+* each request adds ``w = step_cost_s(u, o, o * context, prompt_pairs(u, c)) -
+  decode_base_s`` seconds of engine work beyond the fixed cost per step (the prompt's
+  attention priced at the mean prompt: a mix of long and short prompts does more of it
+  than its mean does), so the load is ``rho = r * w`` and a step lasts on
   average ``T = decode_base_s / (1 - rho)`` (the fixed cost is shared by ever larger
   batches as the load grows; at ``rho`` = 1 the engine cannot keep up);
 * ``r * o * T`` sequences decode at once (Little's law) and hold ``context`` tokens each:
@@ -32,7 +35,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Literal
 
-from gpuserve.llm.params import EngineParams
+from gpuserve.llm.params import EngineParams, prompt_pairs
 
 Limit = Literal["ttft", "tpot", "kv-cache", "running", "unreachable"]
 # KV-cache occupancy (at the quantile) a plan may use: beyond it the engine starts to
@@ -133,7 +136,10 @@ def predict(params: EngineParams, shape: LoadShape, quantile: float, rate: float
     chunks = max(1, math.ceil(uncached_high / params.max_batched_tokens))
     first_chunk = min(uncached_high, params.max_batched_tokens)
     beside = params.step_cost_s(0, running_high, running_high * context)
-    ttft = step_high + chunks * beside + params.prefill_s_per_token * (first_chunk + uncached_high)
+    # The chunk in progress is taken from the middle of a prompt as long as this one.
+    cached_high = shape.prompt_high - uncached_high
+    in_progress = _prompt_s(params, first_chunk, (shape.prompt_high - first_chunk) / 2.0)
+    ttft = step_high + chunks * beside + in_progress + _prompt_s(params, uncached_high, cached_high)
     kv = running_high * context / params.capacity_tokens
     return Prediction(rate, step, ttft, step_high, kv, running_high)
 
@@ -178,10 +184,18 @@ def _saturation(params: EngineParams, shape: LoadShape) -> float:
     return 1.0 / work if work > 0 else 1e9
 
 
+def _prompt_s(params: EngineParams, tokens: float, before: float) -> float:
+    """Engine seconds of computing ``tokens`` prompt tokens after ``before`` others of the
+    same sequence, beyond the fixed cost of the steps that carry them."""
+    return params.step_cost_s(tokens, 0, 0, prompt_pairs(tokens, before)) - params.decode_base_s
+
+
 def _per_request(params: EngineParams, shape: LoadShape) -> tuple[float, float]:
     """(engine seconds one request adds beyond the fixed cost per step, its mean context
     while decoding)."""
     uncached = shape.prompt_mean * (1.0 - shape.prefix_hit_rate)
+    pairs = prompt_pairs(uncached, shape.prompt_mean - uncached)
     output = shape.output_mean
     context = shape.prompt_mean + output / 2.0
-    return params.step_cost_s(uncached, output, output * context) - params.decode_base_s, context
+    work = params.step_cost_s(uncached, output, output * context, pairs) - params.decode_base_s
+    return work, context

@@ -3,7 +3,7 @@
 A prompt longer than that budget is prefilled in chunks, one per step, and every
 sequence decoding in the same batch waits for each of those steps: a step that carries a
 full chunk is one token gap of theirs. vLLM's default budget (8,192 tokens) costs about
-0.24 s a step on an H100 for an 8B model, so beside a long prompt the neighbours' token
+0.25 s a step on an H100 for an 8B model, so beside a long prompt the neighbours' token
 gaps exceed a 100 ms time-per-output-token objective for the prompt's whole prefill. In
 the token-level simulator on the engine measured on an H100, the Mooncake conversation
 trace (TPOT 100 ms) met both objectives for 98.1% of requests with 8,192-token chunks and
@@ -12,16 +12,17 @@ for 100% with 2,048 (4% more GPU-hours); docs/llm.md ("Prefill chunks") has the 
 So unless the spec sets it, the budget is derived from the service's TPOT objective and
 the engine costs of its most preferred class (the one new pods go to first; the pods of
 every class mount one model.json): the largest power of two whose step (the step's fixed
-cost plus the chunk's prompt tokens) fits within the objective. It is never so small that
+cost plus the chunk's prompt tokens and their attention to each other: a prompt's first
+chunk) fits within the objective. It is never so small that
 the fixed cost exceeds a third of the chunk's own prefill time: smaller chunks buy token
 gaps with prefill throughput and TTFT (512-token chunks cost the Azure chat trace 4 points
 of TTFT attainment on an H100, 1,024 none). On an H100 with an 8B model that gives 1,024
-tokens for a 50 ms objective and 2,048 for 100 ms: the best of the sweep at both.
+tokens for a 50 ms objective and 2,048 for 60-100 ms: the best of the sweep at 50 and 100.
 """
 
 from __future__ import annotations
 
-from gpuserve.llm.params import EngineParams
+from gpuserve.llm.params import EngineParams, prompt_pairs
 
 # vLLM's own default for online serving; gpuserve never derives a larger budget.
 VLLM_DEFAULT_BATCHED_TOKENS = 8192
@@ -43,7 +44,8 @@ def chunk_for_objective(engine: EngineParams, tpot_s: float) -> int:
     best = floor
     chunk = floor * 2
     while chunk <= VLLM_DEFAULT_BATCHED_TOKENS:
-        if engine.decode_base_s + chunk * engine.prefill_s_per_token <= tpot_s:
+        # A prompt's first chunk: its attention covers the chunk alone.
+        if engine.step_cost_s(chunk, 0, 0, prompt_pairs(chunk, 0)) <= tpot_s:
             best = chunk
         chunk *= 2
     return best

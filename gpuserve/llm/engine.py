@@ -19,8 +19,10 @@ Each step, like vLLM's scheduler (V1):
    blocks those behind it. A request's leading prompt blocks found in the prefix cache are
    not computed.
 3. The step costs a fixed ``decode_base_s``, plus ``prefill_s_per_token`` per prompt token
-   computed, plus ``decode_s_per_seq`` per decoding sequence and
-   ``decode_s_per_context_token`` per token of those sequences' contexts.
+   computed and ``prefill_s_per_token_pair`` per token each of those attends to (the
+   tokens before it in its sequence, cached or not, and itself), plus ``decode_s_per_seq``
+   per decoding sequence and ``decode_s_per_context_token`` per token of those sequences'
+   contexts.
 
 A sequence whose pending tokens are all computed emits one token at the end of the step:
 the first token ends its prefill, each later one is one decode step.
@@ -32,7 +34,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from gpuserve.llm.kvcache import KVCache, chain_keys
-from gpuserve.llm.params import EngineParams
+from gpuserve.llm.params import EngineParams, prompt_pairs
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,7 @@ class StepPlan:
     prefill_tokens: int  # prompt (or recomputed) tokens computed
     decode_seqs: int  # sequences decoding one token
     context_tokens: int  # tokens in the decoding sequences' contexts
+    prefill_pairs: float  # (prompt token computed, token it attends to) pairs
     scheduled: tuple[str, ...]  # request ids computed this step, oldest first
     admitted: tuple[str, ...]  # of which newly admitted
     preempted: tuple[str, ...]
@@ -267,8 +270,10 @@ class Engine:
         cache = self.cache
         running = self._running
         preempted: list[_Sequence] = []
-        # The step's decoding sequences, their context tokens, and prompt tokens computed.
+        # The step's decoding sequences, their context tokens, prompt tokens computed and
+        # the tokens those attend to.
         decoding = context = prefill = 0
+        pairs = 0.0
         index = 0
         count = len(running)
         # The loop runs once per running sequence and step: attributes are read directly
@@ -297,6 +302,7 @@ class Engine:
                 context += end
             else:
                 prefill += pending
+                pairs += prompt_pairs(pending, computed)
             sequence.pending = pending
             budget -= pending
             index += 1
@@ -313,11 +319,13 @@ class Engine:
                 context += sequence.num_tokens
             else:
                 prefill += sequence.pending
+                pairs += prompt_pairs(sequence.pending, sequence.computed)
         return StepPlan(
-            cost_s=self.params.step_cost_s(prefill, decoding, context),
+            cost_s=self.params.step_cost_s(prefill, decoding, context, pairs),
             prefill_tokens=prefill,
             decode_seqs=decoding,
             context_tokens=context,
+            prefill_pairs=pairs,
             scheduled=tuple([s.request.request_id for s in scheduled]),
             admitted=tuple([s.request.request_id for s in admitted]),
             preempted=tuple([s.request.request_id for s in preempted]),

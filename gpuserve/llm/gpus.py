@@ -1,17 +1,19 @@
 """Engine parameters of an LLM service on an AcceleratorClass: the model's size over the
 GPU's datasheet, at the efficiencies measured on a real GPU.
 
-The engine's four time costs (``EngineParams``) follow from two figures of the GPU and two
-of the model: a decode step reads every weight once (weight bytes over memory bandwidth),
-attention reads each cached token's keys and values (KV bytes per token over bandwidth),
-and each computed token costs two FLOPs per parameter (over the dense bf16 rate). What a
-real engine achieves against those floors was measured on an H100 with two Llama-shaped
-models (``bench/gpu_engine_timing.py``; the figures, and the published measurements they
-agree with, in docs/llm.md "Parameters per GPU class"), and the same
-efficiencies are applied to every GPU: a class is priced by its datasheet, not by a
-constant per class. A MIG slice gets its share of the GPU: compute by its compute slices
-(of 7), bandwidth by its memory (of the whole GPU's). Tensor parallelism divides the work
-over the pod's GPUs; its all-reduce cost is not modelled.
+The engine's five time costs (``EngineParams``) follow from two figures of the GPU and
+three of the model: a decode step reads every weight once (weight bytes over memory
+bandwidth), attention reads each cached token's keys and values (KV bytes per token over
+bandwidth), each computed token costs two FLOPs per parameter (over the dense bf16 rate),
+and each computed prompt token attends to every token before it, four FLOPs per query
+head dimension and layer for each (over the same rate). What a real engine achieves
+against those floors was measured on an H100 with two Llama-shaped models
+(``bench/gpu_engine_timing.py``; the figures, and the published measurements they agree
+with, in docs/llm.md "Parameters per GPU class"), and the same efficiencies are applied
+to every GPU: a class is priced by its datasheet, not by a constant per class. A MIG
+slice gets its share of the GPU: compute by its compute slices (of 7), bandwidth by its
+memory (of the whole GPU's). Tensor parallelism divides the work over the pod's GPUs; its
+all-reduce cost is not modelled.
 """
 
 from __future__ import annotations
@@ -60,12 +62,15 @@ DATASHEETS: tuple[Datasheet, ...] = (
 # size) plus 1.27 reads of the weights at datasheet bandwidth; with these the 8B model's
 # batch-1 time per token on an A100 80GB comes to 11.8 ms, where vLLM was published at
 # 11.4-12.0 ms (docs/llm.md). A context token's keys and values cost 1.07x their read; a
-# prompt token's two FLOPs per parameter run at 56% of the dense bf16 rate (published
-# prefill on A100: 63-66%); a decoding sequence adds 44% of its FLOP time.
+# prompt token's two FLOPs per parameter run at 70% of the dense bf16 rate and its
+# attention to earlier tokens at 33% (the 2026-11-26 run, which timed prompt chunks after
+# up to 30k cached tokens; fitted without that attention term, as before, the prompt
+# tokens alone came to 56%); a decoding sequence adds 44% of its FLOP time.
 STEP_OVERHEAD_S = 1.79e-3
 WEIGHT_READ_OVERHEAD = 1.27
 KV_READ_OVERHEAD = 1.07
-PREFILL_FLOP_EFFICIENCY = 0.56
+PREFILL_FLOP_EFFICIENCY = 0.70
+ATTENTION_FLOP_EFFICIENCY = 0.33
 DECODE_FLOP_SHARE = 0.44
 # What a full A100/H100 has of MIG compute slices.
 MIG_COMPUTE_SLICES = 7
@@ -75,6 +80,16 @@ ACTIVATION_BYTES = 3e9
 # Llama 3 8B at 16 bits (32 layers x 8 KV heads x 128 x keys and values x 2 bytes): the
 # engine defaults' model, used when the spec does not give the figure.
 DEFAULT_KV_BYTES_PER_TOKEN = 131072
+# Llama 3 8B's 32 query heads over 8 key/value heads, when the spec does not say.
+DEFAULT_QUERY_HEADS_PER_KV_HEAD = 4
+
+
+def attention_flops_per_pair(kv_bytes_16bit: float, query_heads_per_kv_head: int) -> float:
+    """FLOPs of one (query token, key token) pair over all layers: a query head's dot
+    product with the key and its share of the value, 2 x 2 FLOPs per head dimension. The
+    16-bit KV bytes per token are 4 x layers x KV heads x head dimension, so the query
+    heads' total is that times the heads per KV head."""
+    return kv_bytes_16bit * query_heads_per_kv_head
 
 
 def datasheet_for(gpu_product: str) -> Datasheet | None:
@@ -116,8 +131,10 @@ def engine_params_for_class(
         if llm.parameters is not None
         else weights / PRECISION_BYTES[spec.precision]
     )
-    kv_bytes = (llm.kv_cache_bytes_per_token or DEFAULT_KV_BYTES_PER_TOKEN) * (
-        PRECISION_BYTES[kv_cache_dtype(spec, llm)] / 2.0  # the figure is given at 16 bits
+    kv_bytes_16bit = llm.kv_cache_bytes_per_token or DEFAULT_KV_BYTES_PER_TOKEN
+    kv_bytes = kv_bytes_16bit * PRECISION_BYTES[kv_cache_dtype(spec, llm)] / 2.0
+    pair_flops = attention_flops_per_pair(
+        kv_bytes_16bit, llm.query_heads_per_kv_head or DEFAULT_QUERY_HEADS_PER_KV_HEAD
     )
     memory_gib = cls.memory_gib if cls.memory_gib is not None else sheet.memory_gb * 1e9 / GIB
     # What each GPU's budget leaves beside its share of the weights (the backend's own
@@ -133,5 +150,6 @@ def engine_params_for_class(
         decode_base_s=STEP_OVERHEAD_S + WEIGHT_READ_OVERHEAD * weights / bandwidth,
         decode_s_per_context_token=KV_READ_OVERHEAD * kv_bytes / bandwidth,
         prefill_s_per_token=2.0 * params / (PREFILL_FLOP_EFFICIENCY * flops),
+        prefill_s_per_token_pair=pair_flops / (ATTENTION_FLOP_EFFICIENCY * flops),
         decode_s_per_seq=DECODE_FLOP_SHARE * 2.0 * params / flops,
     )

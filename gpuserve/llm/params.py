@@ -7,9 +7,13 @@ rounded to three figures. ``tests/llm/test_gpus.py`` holds the two together.
 
 - A decode step costs 7.86 ms whatever it computes (``decode_base_s``): 1.79 ms of kernel
   launches and small kernels, plus 1.27 reads of the 16 GB of weights at 3.35 TB/s.
-- A prompt token costs 2 x 8e9 FLOP at 56% of the GPU's 989 dense bf16 TFLOP/s, 28.9 us
+- A prompt token costs 2 x 8e9 FLOP at 70% of the GPU's 989 dense bf16 TFLOP/s, 23.1 us
   (``prefill_s_per_token``); a decoding sequence adds 44% of that FLOP time at the full
   rate, 7.12 us (``decode_s_per_seq``, which also covers sampling).
+- A prompt token attends to itself and every token before it in its sequence, cached or
+  computed in an earlier chunk: 4 FLOPs x 32 layers x 32 query heads x 128 per pair at 33%
+  of that rate, 1.61 ns (``prefill_s_per_token_pair``). A 2,048-token chunk after 30,720
+  cached tokens spends twice as long on that attention as on its tokens.
 - Attention reads each cached token's keys and values, 128 KiB per token (32 layers x 8 KV
   heads x 128 x 2 x 2 bytes), at 1.07 times their read time: 41.9 ns
   (``decode_s_per_context_token``).
@@ -22,7 +26,9 @@ rounded to three figures. ``tests/llm/test_gpus.py`` holds the two together.
 
 Until 2026-11-24 the defaults were a datasheet guess (5 ms a step, 27 us a prompt token,
 30 us a decoding sequence, 40 ns a context token, 27,000 blocks); the LLM capacity tables in
-docs/bench-notes/llm-capacity.md dated before then ran on it.
+docs/bench-notes/llm-capacity.md dated before then ran on it. Until 2026-11-26 a prompt's
+attention was not priced apart (28.9 us a prompt token, nothing per pair): that priced
+Azure-sized prompts 14% high and the Mooncake traces' long ones 45% low in all.
 """
 
 from __future__ import annotations
@@ -42,7 +48,10 @@ class EngineParams:
     max_batched_tokens: int = 8192  # tokens computed per step (longer prompts are chunked)
     max_model_len: int = 8192  # prompt + output tokens of one request
     prefix_caching: bool = True
-    prefill_s_per_token: float = 28.9e-6  # per uncached prompt token computed
+    prefill_s_per_token: float = 23.1e-6  # per uncached prompt token computed
+    # per pair of a computed prompt token and a token before it in its sequence (cached or
+    # computed): attention, whose work grows with the square of a prompt's length
+    prefill_s_per_token_pair: float = 1.61e-9
     decode_base_s: float = 7.86e-3  # per step: launches and reading the weights
     decode_s_per_seq: float = 7.12e-6  # per sequence decoding a token this step
     decode_s_per_context_token: float = 41.9e-9  # per token in the decoding sequences' contexts
@@ -59,6 +68,7 @@ class EngineParams:
             )
         for name in (
             "prefill_s_per_token",
+            "prefill_s_per_token_pair",
             "decode_base_s",
             "decode_s_per_seq",
             "decode_s_per_context_token",
@@ -71,13 +81,19 @@ class EngineParams:
         return self.num_blocks * self.block_size
 
     def step_cost_s(
-        self, prefill_tokens: float, decode_seqs: float, context_tokens: float
+        self,
+        prefill_tokens: float,
+        decode_seqs: float,
+        context_tokens: float,
+        prefill_pairs: float = 0.0,
     ) -> float:
         """Seconds one engine step takes: the engine's cost rule, also used (with mean
-        figures) by the capacity model."""
+        figures) by the capacity model. ``prefill_pairs`` counts, over the prompt tokens
+        computed, the tokens each attends to (``prompt_pairs``)."""
         return (
             self.decode_base_s
             + self.prefill_s_per_token * prefill_tokens
+            + self.prefill_s_per_token_pair * prefill_pairs
             + self.decode_s_per_seq * decode_seqs
             + self.decode_s_per_context_token * context_tokens
         )
@@ -90,6 +106,7 @@ class EngineParams:
         return replace(
             self,
             prefill_s_per_token=self.prefill_s_per_token * factor,
+            prefill_s_per_token_pair=self.prefill_s_per_token_pair * factor,
             decode_base_s=self.decode_base_s * factor,
             decode_s_per_seq=self.decode_s_per_seq * factor,
             decode_s_per_context_token=self.decode_s_per_context_token * factor,
@@ -98,6 +115,12 @@ class EngineParams:
     def blocks_for(self, tokens: int) -> int:
         """Blocks that hold ``tokens`` tokens of keys and values."""
         return -(-tokens // self.block_size)
+
+
+def prompt_pairs(tokens: float, before: float) -> float:
+    """(Query, key) pairs of ``tokens`` prompt tokens computed after ``before`` tokens of
+    the same sequence: each attends to every token before it and to itself."""
+    return tokens * (before + (tokens + 1) / 2)
 
 
 _TRUE = {"true", "1", "yes", "on"}

@@ -70,7 +70,7 @@ def test_parsers_read_the_trace_formats_and_compress_time() -> None:
 
 
 def test_more_replicas_serve_an_overload_and_cost_their_gpu_time() -> None:
-    trace = _chat(rate=24.0, seconds=120.0)
+    trace = _chat(rate=28.0, seconds=120.0)
     one, three = _static(trace, 1), _static(trace, 3)
     assert one.attainment() < 0.5 < 0.99 <= three.attainment()
     span = max(o.arrival_s for o in three.outcomes)

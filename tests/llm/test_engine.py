@@ -10,9 +10,11 @@ from gpuserve.llm.kvcache import KVCache, chain_keys
 from gpuserve.llm.params import EngineParams, params_from_strings
 from gpuserve.llm.replay import replay
 
-# Slow, round costs so that times are easy to read: 10 ms a step, 1 ms a prompt token.
+# Slow, round costs so that times are easy to read: 10 ms a step, 1 ms a prompt token, 1 us
+# for each token a prompt token attends to.
 COSTS = dict(
     prefill_s_per_token=1e-3,
+    prefill_s_per_token_pair=1e-6,
     decode_base_s=10e-3,
     decode_s_per_seq=1e-3,
     decode_s_per_context_token=1e-5,
@@ -66,8 +68,33 @@ def test_ttft_grows_with_uncached_prompt_length() -> None:
     ttft = {n: replay([(0.0, n, 1, ())], params()).timings["0"].ttft_s for n in (10, 100, 200)}
     assert ttft[10] is not None and ttft[100] is not None and ttft[200] is not None
     assert ttft[10] < ttft[100] < ttft[200]
-    # A lone request's prefill is one step: the fixed cost plus its prompt tokens.
-    assert ttft[100] == pytest.approx(COSTS["decode_base_s"] + 100 * COSTS["prefill_s_per_token"])
+    # A lone request's prefill is one step: the fixed cost plus its prompt tokens, each
+    # attending to itself and those before it (1 + 2 + ... + 100 pairs).
+    assert ttft[100] == pytest.approx(
+        COSTS["decode_base_s"]
+        + 100 * COSTS["prefill_s_per_token"]
+        + 5050 * COSTS["prefill_s_per_token_pair"]
+    )
+
+
+def test_a_chunk_attends_to_the_chunks_before_it_and_to_a_cached_prefix() -> None:
+    pair = COSTS["prefill_s_per_token_pair"]
+    # 120 prompt tokens in chunks of 32: every token still attends to all before it.
+    run = replay([(0.0, 120, 1, ())], params(max_batched_tokens=32))
+    chunks = [plan for _, plan in run.steps if plan.prefill_tokens]
+    assert [c.prefill_tokens for c in chunks] == [32, 32, 32, 24]
+    # 32 x (before + 16.5), then 24 x (96 + 12.5)
+    assert [c.prefill_pairs for c in chunks] == [528, 1552, 2576, 2604]
+    assert sum(c.prefill_pairs for c in chunks) == 120 * 121 / 2
+    last = chunks[-1]
+    assert last.cost_s == pytest.approx(
+        COSTS["decode_base_s"] + 24 * COSTS["prefill_s_per_token"] + 2604 * pair
+    )
+    # A prompt whose first 36 tokens are cached computes 4, each attending to the 36 too.
+    shared = hashes(*range(10))
+    warm = replay([(0.0, 40, 1, shared), (1.0, 40, 1, shared)], params())
+    second = next(plan for start, plan in warm.steps if start >= 1.0 and plan.prefill_tokens)
+    assert (second.prefill_tokens, second.prefill_pairs) == (4, 4 * 36 + 10)
 
 
 def test_a_long_prompt_is_prefilled_in_chunks_while_others_decode() -> None:
@@ -200,9 +227,9 @@ def test_tokens_carry_ttft_then_inter_token_gaps() -> None:
         assert plan is not None
         clock += plan.cost_s
         gaps += [(t.index, round(t.gap_s, 9), t.last) for t in engine.end_step(clock).tokens]
-    base, token, context = 10e-3, 1e-3, 1e-5
+    base, token, context, pair = 10e-3, 1e-3, 1e-5, 1e-6
     assert gaps == [
-        (0, round(base + 8 * token, 9), False),
+        (0, round(base + 8 * token + 36 * pair, 9), False),
         (1, round(base + token + 9 * context, 9), False),
         (2, round(base + token + 10 * context, 9), True),
     ]
