@@ -57,7 +57,12 @@ from gpuserve.sim.llm.traces import (  # noqa: E402
 AZURE = REPO / "traces" / "azure-llm-conv-2023.csv"
 MOONCAKE = REPO / "traces" / "mooncake-conversation-2025.jsonl"
 CHAT_SLO = TokenObjectives(ttft_s=1.0, tpot_s=0.05, quantile=0.99)
-LONG_SLO = TokenObjectives(ttft_s=10.0, tpot_s=0.1, quantile=0.99)
+# The Mooncake trace's prompts reach 126k tokens (1% are over 85k); on the measured H100
+# engine the longest takes about 16 s to prefill alone, since a prompt's attention grows
+# with its square. Until 2026-11-26 the objective was 10 s, which the engine before then
+# (no attention cost) let 99% of requests meet; on this one no policy can (the oracle:
+# 98.2-98.4%), and sizing for it asks for near-idle replicas.
+LONG_SLO = TokenObjectives(ttft_s=30.0, tpot_s=0.1, quantile=0.99)
 # Llama 3.1 8B's 128k context; the measured H100's cache (27,804 x 16 tokens) holds it.
 # Every policy's engine computes the prefill chunks gpuserve renders for the objective
 # (vLLM's max_num_batched_tokens; gpuserve.llm.chunking): 1,024 tokens for 50 ms, 2,048

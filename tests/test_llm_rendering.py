@@ -60,7 +60,7 @@ def test_vllm_example_config_model_json_and_pod() -> None:
         "disable_log_stats": False,
         # Prefill chunks whose step fits the 60 ms TPOT objective on the H100, the first
         # class (gpuserve.llm.chunking; tests/llm/test_chunking.py).
-        "max_num_batched_tokens": 2048,
+        "max_num_batched_tokens": 1024,
         "enable_chunked_prefill": True,
     }
     pod = _pod(objs, "llama-chat-h100")

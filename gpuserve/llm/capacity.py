@@ -5,10 +5,11 @@ A mean-value model of the engine in ``gpuserve.llm.engine``, priced by the same 
 tokens after ``c`` cached ones, mean output ``o`` tokens and a mean context of
 ``prompt + o / 2`` while decoding:
 
-* each request adds ``w = step_cost_s(u, o, o * context, prompt_pairs(u, c)) -
-  decode_base_s`` seconds of engine work beyond the fixed cost per step (the prompt's
-  attention priced at the mean prompt: a mix of long and short prompts does more of it
-  than its mean does), so the load is ``rho = r * w`` and a step lasts on
+* each request adds ``w = step_cost_s(u, o, o * context, pairs) - decode_base_s`` seconds
+  of engine work beyond the fixed cost per step, where ``pairs`` is the attention of the
+  root mean square prompt (``prompt_pairs``, hits in the same share): a mix of long and
+  short prompts does more of it than its mean prompt would, so the load is
+  ``rho = r * w`` and a step lasts on
   average ``T = decode_base_s / (1 - rho)`` (the fixed cost is shared by ever larger
   batches as the load grows; at ``rho`` = 1 the engine cannot keep up);
 * ``r * o * T`` sequences decode at once (Little's law) and hold ``context`` tokens each:
@@ -75,11 +76,25 @@ class LoadShape:
     prompt_high: float  # prompt tokens at the objectives' quantile
     output_mean: float
     prefix_hit_rate: float = 0.0  # share of prompt tokens found in the prefix cache
+    # The mean of the prompts' squared lengths (their attention grows with it); None: the
+    # mean's square, as if every prompt were of the mean length.
+    prompt_square_mean: float | None = None
 
     def __post_init__(self) -> None:
         names = ("prompt_mean", "prompt_high", "output_mean")
         _require(self, names, lambda v: v >= 1, "must be at least 1 token")
         _require(self, ("prefix_hit_rate",), lambda v: 0 <= v < 1, "must be in [0, 1)")
+        if self.prompt_square_mean is not None and not self.prompt_square_mean >= 1:
+            raise ValueError(
+                f"prompt_square_mean: must be at least 1, got {self.prompt_square_mean}"
+            )
+
+    @property
+    def prompt_rms(self) -> float:
+        """The root mean square prompt: the length whose attention is the mix's mean."""
+        if self.prompt_square_mean is None:
+            return self.prompt_mean
+        return max(self.prompt_mean, math.sqrt(self.prompt_square_mean))
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +209,9 @@ def _per_request(params: EngineParams, shape: LoadShape) -> tuple[float, float]:
     """(engine seconds one request adds beyond the fixed cost per step, its mean context
     while decoding)."""
     uncached = shape.prompt_mean * (1.0 - shape.prefix_hit_rate)
-    pairs = prompt_pairs(uncached, shape.prompt_mean - uncached)
+    # The attention of the mix: that of its root mean square prompt, hits in proportion.
+    rms = shape.prompt_rms
+    pairs = prompt_pairs(rms * (1.0 - shape.prefix_hit_rate), rms * shape.prefix_hit_rate)
     output = shape.output_mean
     context = shape.prompt_mean + output / 2.0
     work = params.step_cost_s(uncached, output, output * context, pairs) - params.decode_base_s

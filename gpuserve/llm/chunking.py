@@ -11,13 +11,19 @@ for 100% with 2,048 (4% more GPU-hours); docs/llm.md ("Prefill chunks") has the 
 
 So unless the spec sets it, the budget is derived from the service's TPOT objective and
 the engine costs of its most preferred class (the one new pods go to first; the pods of
-every class mount one model.json): the largest power of two whose step (the step's fixed
-cost plus the chunk's prompt tokens and their attention to each other: a prompt's first
-chunk) fits within the objective. It is never so small that
+every class mount one model.json): the largest power of two whose step fits within the
+objective, the step being the last chunk of the longest prompt the engine admits
+(``max_model_len``): its fixed cost, the chunk's tokens, and their attention to the whole
+prompt before them, which for a long context outweighs the rest (measured on an H100:
+docs/bench-notes/gpu-engine-timing.md). It is never so small that
 the fixed cost exceeds a third of the chunk's own prefill time: smaller chunks buy token
 gaps with prefill throughput and TTFT (512-token chunks cost the Azure chat trace 4 points
-of TTFT attainment on an H100, 1,024 none). On an H100 with an 8B model that gives 1,024
-tokens for a 50 ms objective and 2,048 for 60-100 ms: the best of the sweep at 50 and 100.
+of TTFT attainment on an H100, 1,024 none). On an H100 with an 8B model and Llama 3's
+8,192-token context that gives 1,024 tokens for a 50 or 60 ms objective and 2,048 for
+100 ms; with a 128k context, 1,024 (the floor) for both: a 2,048-token chunk after 129k
+tokens takes 0.48 s. On the Mooncake trace (128k context, TPOT 100 ms) 1,024-token chunks
+met the TPOT for 99.8% of requests where 2,048 met it for 98.4-98.8%
+(docs/bench-notes/llm-capacity.md).
 """
 
 from __future__ import annotations
@@ -44,8 +50,10 @@ def chunk_for_objective(engine: EngineParams, tpot_s: float) -> int:
     best = floor
     chunk = floor * 2
     while chunk <= VLLM_DEFAULT_BATCHED_TOKENS:
-        # A prompt's first chunk: its attention covers the chunk alone.
-        if engine.step_cost_s(chunk, 0, 0, prompt_pairs(chunk, 0)) <= tpot_s:
+        # The last chunk of the longest prompt the engine admits: it attends to all the
+        # prompt before it, so it is the slowest step a chunk makes.
+        before = max(0, engine.max_model_len - chunk)
+        if engine.step_cost_s(chunk, 0, 0, prompt_pairs(chunk, before)) <= tpot_s:
             best = chunk
         chunk *= 2
     return best

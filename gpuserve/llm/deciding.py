@@ -126,6 +126,7 @@ def decide_llm(
         "demand": demand,
         "backlogRate": backlog,
         "promptMean": shape.prompt_mean,
+        "promptRms": shape.prompt_rms,
         "outputMean": shape.output_mean,
         "prefixHitRate": shape.prefix_hit_rate,
         "kvUsage": recent.kv_usage,

@@ -50,6 +50,23 @@ class Histogram:
     def mean(self) -> float | None:
         return self.total / self.count if self.count > 0 else None
 
+    @property
+    def square_mean(self) -> float | None:
+        """The mean of the squared observations, each spread evenly over its bucket (as
+        ``quantile`` reads them; the +inf bucket at the largest finite bound). What a
+        prompt's attention costs grows with its square, so a mix of long and short prompts
+        costs more than its mean prompt would."""
+        if self.count <= 0 or not self.bounds:
+            return None
+        total, lower_bound, lower_count = 0.0, 0.0, 0.0
+        for bound, cumulative in zip(self.bounds, self.cumulative, strict=True):
+            upper = lower_bound if math.isinf(bound) else bound
+            # The mean of x squared for x uniform on [lower_bound, upper].
+            square = (lower_bound**2 + lower_bound * upper + upper**2) / 3.0
+            total += (cumulative - lower_count) * square
+            lower_bound, lower_count = upper, cumulative
+        return total / self.count
+
     def quantile(self, q: float) -> float | None:
         """Linear interpolation within the bucket, as PromQL's ``histogram_quantile``
         (the +inf bucket answers with the largest finite bound)."""
@@ -183,13 +200,17 @@ def observe(earlier: VllmSnapshot, later: VllmSnapshot, quantile: float) -> Obse
     shape = None
     if prompts is not None and outputs is not None:
         prompt_mean, prompt_high = prompts.mean, prompts.quantile(quantile)
+        square_mean = prompts.square_mean
         output_mean = outputs.mean
         if prompt_mean is not None and prompt_high is not None and output_mean is not None:
+            mean = max(1.0, prompt_mean)
             shape = LoadShape(
-                prompt_mean=max(1.0, prompt_mean),
-                prompt_high=max(1.0, prompt_mean, prompt_high),
+                prompt_mean=mean,
+                prompt_high=max(mean, prompt_high),
                 output_mean=max(1.0, output_mean),
                 prefix_hit_rate=min(hit_rate, 0.99),
+                # Never below the mean's square, which the buckets' spread can undercut.
+                prompt_square_mean=max(mean**2, square_mean or 0.0),
             )
     return Observation(
         at=later.at,

@@ -41,7 +41,12 @@ def _shape(mix: list[tuple[int, int]]) -> LoadShape:
     )
 
 
-def _attainment(rate: float, mix: list[tuple[int, int]], params: EngineParams) -> float:
+def _attainment(
+    rate: float,
+    mix: list[tuple[int, int]],
+    params: EngineParams,
+    objectives: TokenObjectives = OBJECTIVES,
+) -> float:
     rng = random.Random(7)
     clock, requests = 0.0, []
     for prompt, output in mix:
@@ -53,7 +58,7 @@ def _attainment(rate: float, mix: list[tuple[int, int]], params: EngineParams) -
         tokens = timing.token_s
         tpot = (tokens[-1] - tokens[0]) / (len(tokens) - 1) if len(tokens) > 1 else 0.0
         ttft = timing.ttft_s or 0.0
-        met += ttft <= OBJECTIVES.ttft_s and tpot <= OBJECTIVES.tpot_s
+        met += ttft <= objectives.ttft_s and tpot <= objectives.tpot_s
     return met / len(run.timings)
 
 
@@ -64,6 +69,37 @@ def test_the_engine_meets_the_objectives_at_the_rate_and_misses_them_above() -> 
     assert capacity.rate > 1.0 and capacity.limit in ("ttft", "tpot")
     assert _attainment(capacity.rate, mix, params) >= OBJECTIVES.quantile - 0.005
     assert _attainment(capacity.rate * 1.3, mix, params) < OBJECTIVES.quantile - 0.02
+
+
+def test_a_few_long_prompts_are_priced_by_their_square_not_by_the_mean() -> None:
+    # 5% of prompts 16-24k tokens among chat-sized ones: their attention is most of the
+    # engine's work, which the mean prompt (about 1,650 tokens) hides and the root mean
+    # square (about 4,350) does not.
+    rng = random.Random(1)
+    mix = [
+        (
+            rng.randint(16_000, 24_000)
+            if rng.random() < 0.05
+            else min(6000, int(rng.lognormvariate(6.4, 0.8))) + 1,
+            min(900, int(rng.lognormvariate(5.0, 0.7))) + 1,
+        )
+        for _ in range(2500)
+    ]
+    objectives = TokenObjectives(ttft_s=4.0, tpot_s=0.1, quantile=0.95)
+    params = EngineParams(max_model_len=32_768)
+    prompts = np.array([p for p, _ in mix], dtype=float)
+    mean_only = LoadShape(
+        prompt_mean=float(prompts.mean()),
+        prompt_high=float(np.quantile(prompts, objectives.quantile)),
+        output_mean=float(np.mean([o for _, o in mix])),
+    )
+    squared = replace(mean_only, prompt_square_mean=float((prompts**2).mean()))
+    assert squared.prompt_rms == pytest.approx(4354, rel=0.01)
+    rate = replica_capacity(params, squared, objectives).rate
+    naive = replica_capacity(params, mean_only, objectives).rate
+    assert rate < 0.85 * naive
+    assert _attainment(rate, mix, params, objectives) >= objectives.quantile - 0.05
+    assert _attainment(naive, mix, params, objectives) < 0.5
 
 
 def test_prefix_hits_raise_the_rate_and_a_faster_engine_too() -> None:

@@ -24,11 +24,13 @@ H100 = EngineParams()  # Llama 3 8B on an H100, as measured
 
 
 def _step(engine: EngineParams, chunk: int) -> float:
-    """A step that computes a prompt's first chunk: its tokens and their attention."""
+    """A step that computes the last chunk of the longest prompt the engine admits: its
+    tokens, and their attention to each other and to the whole prompt before them."""
+    before = engine.max_model_len - chunk
     return (
         engine.decode_base_s
         + chunk * engine.prefill_s_per_token
-        + chunk * (chunk + 1) / 2 * engine.prefill_s_per_token_pair
+        + chunk * (before + (chunk + 1) / 2) * engine.prefill_s_per_token_pair
     )
 
 
@@ -52,6 +54,15 @@ def test_an_h100_gets_the_budgets_the_simulated_sweep_found_best() -> None:
     assert chunk_for_objective(H100, 0.10) == 2048
     # An objective no step can miss keeps vLLM's default.
     assert chunk_for_objective(H100, 10.0) == VLLM_DEFAULT_BATCHED_TOKENS
+
+
+def test_a_longer_context_gets_smaller_chunks_for_the_same_objective() -> None:
+    # A chunk late in a 128k-token prompt attends to all of it: 2,048 tokens there take
+    # 0.48 s, so a 100 ms objective gets the floor where an 8k context gets 2,048.
+    long = replace(H100, max_model_len=131_072, num_blocks=131_072 // 16)
+    assert chunk_for_objective(H100, 0.1) == 2048
+    assert chunk_for_objective(long, 0.1) == 1024 == chunk_for_objective(long, 0.0)
+    assert _step(long, 2048) > 0.4
 
 
 def test_no_budget_is_so_small_that_the_step_cost_dwarfs_its_prefill() -> None:
@@ -85,10 +96,10 @@ def test_the_scaler_models_the_chunks_the_pods_are_given() -> None:
     classes = _classes()
     policy = llm_policy_from_spec(_spec(), classes=classes)
     assert policy is not None
-    # The example's objective is 60 ms on the H100 first: 2,048 tokens (a first chunk's
-    # step, 58.6 ms), on every class.
-    assert policy.params.max_batched_tokens == 2048
-    assert {e.max_batched_tokens for e in policy.by_class.values()} == {2048}
+    # The example's objective is 60 ms on the H100 first: 1,024 tokens (the last chunk of
+    # an 8,192-token prompt takes 44 ms, a 2,048-token one 80 ms), on every class.
+    assert policy.params.max_batched_tokens == 1024
+    assert {e.max_batched_tokens for e in policy.by_class.values()} == {1024}
     explicit = llm_policy_from_spec(_spec(maxBatchedTokens=512), classes=classes)
     assert explicit is not None and explicit.params.max_batched_tokens == 512
 

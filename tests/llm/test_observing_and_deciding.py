@@ -58,6 +58,10 @@ def test_two_scrapes_give_the_windows_rate_mix_and_state() -> None:
     assert seen.shape is not None
     assert seen.shape.prompt_mean == pytest.approx((1500 * 20 + 3000 * 10) / 30)
     assert 2000 < seen.shape.prompt_high <= 5000  # inside the bucket holding the 90th
+    # Squares spread evenly over each bucket: 20 in (1000, 2000], 10 in (2000, 5000].
+    square = (20 * (1e6 + 2e6 + 4e6) / 3 + 10 * (4e6 + 10e6 + 25e6) / 3) / 30
+    assert seen.shape.prompt_square_mean == pytest.approx(square)
+    assert 2121 < seen.shape.prompt_rms < 2500  # the true root mean square is 2121
     assert seen.shape.prefix_hit_rate == pytest.approx(0.25)
     assert seen.kv_usage == pytest.approx(0.6) and seen.waiting == 6 and seen.running == 20
     assert seen.ttft_high_s is not None and 0.75 < seen.ttft_high_s <= 1.0

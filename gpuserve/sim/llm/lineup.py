@@ -46,7 +46,10 @@ def trace_shape(trace: TokenTrace, quantile: float) -> LoadShape:
     prompts = np.array([r.prompt_tokens for r in trace.requests], dtype=float)
     outputs = np.array([r.output_tokens for r in trace.requests], dtype=float)
     return LoadShape(
-        float(prompts.mean()), float(np.quantile(prompts, quantile)), float(outputs.mean())
+        float(prompts.mean()),
+        float(np.quantile(prompts, quantile)),
+        float(outputs.mean()),
+        prompt_square_mean=float((prompts**2).mean()),
     )
 
 
