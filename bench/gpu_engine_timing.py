@@ -459,23 +459,19 @@ def report(record: dict[str, Any]) -> None:
         f"{record['weights_bytes'] / 1e9:.2f} GB -> one read "
         f"{record['weights_bytes'] / (ceil['copy_tb_per_s'] / 2 * 1e12) * 1e3:.2f} ms"
     )
+    rule = costs.applied_to(EngineParams())
     print("\n| batch | context | measured ms | fitted ms | error |")
     print("|---|---|---|---|---|")
     for d in record["decode"]:
-        model = (
-            costs.decode_base_s
-            + costs.decode_s_per_seq * d["batch"]
-            + costs.decode_s_per_context_token * d["batch"] * d["context"]
-        )
+        model = rule.step_cost_s(0, d["batch"], d["batch"] * d["context"])
         print(
             f"| {d['batch']} | {d['context']} | {d['seconds'] * 1e3:.3f} | "
             f"{model * 1e3:.3f} | {model / d['seconds'] - 1:+.1%} |"
         )
     print("\n| prompt tokens | measured ms | fitted ms | error | tokens/s |")
     print("|---|---|---|---|---|")
-    rule = costs.applied_to(EngineParams())
     for p in record["prefill"]:
-        model = rule.step_cost_s(p["tokens"], 0, 0, prompt_pairs(p["tokens"], 0))
+        model = rule.prefill_step_s(p["tokens"])
         print(
             f"| {p['tokens']} | {p['seconds'] * 1e3:.3f} | {model * 1e3:.3f} | "
             f"{model / p['seconds'] - 1:+.1%} | {p['tokens'] / p['seconds']:,.0f} |"
@@ -550,7 +546,7 @@ def report_mixed(record: dict[str, Any], costs: FittedCosts) -> None:
         )
         print("|---|---|---|---|---|---|---|")
         for p in rows:
-            model = rule.step_cost_s(p["tokens"], 0, 0, prompt_pairs(p["tokens"], p["cached"]))
+            model = rule.prefill_step_s(p["tokens"], p["cached"])
             base = alone.get(p["tokens"], float("nan"))
             extra = (p["seconds"] - base) / p["cached"] * 1e6 if p["cached"] else 0.0
             print(

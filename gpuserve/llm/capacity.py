@@ -84,14 +84,15 @@ class LoadShape:
         names = ("prompt_mean", "prompt_high", "output_mean")
         _require(self, names, lambda v: v >= 1, "must be at least 1 token")
         _require(self, ("prefix_hit_rate",), lambda v: 0 <= v < 1, "must be in [0, 1)")
-        if self.prompt_square_mean is not None and not self.prompt_square_mean >= 1:
+        if self.prompt_square_mean is not None and not self.prompt_square_mean >= 0:
             raise ValueError(
-                f"prompt_square_mean: must be at least 1, got {self.prompt_square_mean}"
+                f"prompt_square_mean: must not be negative, got {self.prompt_square_mean}"
             )
 
     @property
     def prompt_rms(self) -> float:
-        """The root mean square prompt: the length whose attention is the mix's mean."""
+        """The root mean square prompt: the length whose attention is the mix's mean;
+        never below the mean, which a histogram's bucket spread can undercut."""
         if self.prompt_square_mean is None:
             return self.prompt_mean
         return max(self.prompt_mean, math.sqrt(self.prompt_square_mean))
@@ -202,7 +203,7 @@ def _saturation(params: EngineParams, shape: LoadShape) -> float:
 def _prompt_s(params: EngineParams, tokens: float, before: float) -> float:
     """Engine seconds of computing ``tokens`` prompt tokens after ``before`` others of the
     same sequence, beyond the fixed cost of the steps that carry them."""
-    return params.step_cost_s(tokens, 0, 0, prompt_pairs(tokens, before)) - params.decode_base_s
+    return params.prefill_step_s(tokens, before) - params.decode_base_s
 
 
 def _per_request(params: EngineParams, shape: LoadShape) -> tuple[float, float]:

@@ -28,7 +28,7 @@ met the TPOT for 99.8% of requests where 2,048 met it for 98.4-98.8%
 
 from __future__ import annotations
 
-from gpuserve.llm.params import EngineParams, prompt_pairs
+from gpuserve.llm.params import EngineParams
 
 # vLLM's own default for online serving; gpuserve never derives a larger budget.
 VLLM_DEFAULT_BATCHED_TOKENS = 8192
@@ -53,7 +53,7 @@ def chunk_for_objective(engine: EngineParams, tpot_s: float) -> int:
         # The last chunk of the longest prompt the engine admits: it attends to all the
         # prompt before it, so it is the slowest step a chunk makes.
         before = max(0, engine.max_model_len - chunk)
-        if engine.step_cost_s(chunk, 0, 0, prompt_pairs(chunk, before)) <= tpot_s:
+        if engine.prefill_step_s(chunk, before) <= tpot_s:
             best = chunk
         chunk *= 2
     return best

@@ -200,7 +200,6 @@ def observe(earlier: VllmSnapshot, later: VllmSnapshot, quantile: float) -> Obse
     shape = None
     if prompts is not None and outputs is not None:
         prompt_mean, prompt_high = prompts.mean, prompts.quantile(quantile)
-        square_mean = prompts.square_mean
         output_mean = outputs.mean
         if prompt_mean is not None and prompt_high is not None and output_mean is not None:
             mean = max(1.0, prompt_mean)
@@ -209,8 +208,7 @@ def observe(earlier: VllmSnapshot, later: VllmSnapshot, quantile: float) -> Obse
                 prompt_high=max(mean, prompt_high),
                 output_mean=max(1.0, output_mean),
                 prefix_hit_rate=min(hit_rate, 0.99),
-                # Never below the mean's square, which the buckets' spread can undercut.
-                prompt_square_mean=max(mean**2, square_mean or 0.0),
+                prompt_square_mean=prompts.square_mean,
             )
     return Observation(
         at=later.at,

@@ -98,6 +98,11 @@ class EngineParams:
             + self.decode_s_per_context_token * context_tokens
         )
 
+    def prefill_step_s(self, tokens: float, before: float = 0.0) -> float:
+        """Seconds of a step that computes only ``tokens`` prompt tokens after ``before``
+        tokens of the same sequence (a chunk of a prompt, alone in its step)."""
+        return self.step_cost_s(tokens, 0, 0, prompt_pairs(tokens, before))
+
     def slower(self, factor: float) -> EngineParams:
         """The same engine with every time cost multiplied by ``factor`` (a slower GPU, or
         a model this engine's defaults do not describe); its sizes are unchanged."""
