@@ -1,10 +1,16 @@
 """LLM services: gpuserve's token-objective scaler against the LLM autoscalers, token-level.
 
     .venv/bin/python bench/llm_capacity.py [--seeds 3] [--minutes M] [--routing-only]
-        [--only azure-conv,mooncake-conv,bursty,flash-crowd] [--vllm-default-chunks]
+        [--only azure-conv,mooncake-conv,bursty,flash-crowd,diurnal,drift]
+        [--vllm-default-chunks]
     .venv/bin/python bench/llm_capacity.py --minutes 20 --chunk-sweep 512,1024,2048,4096,8192
 
 (the routing table runs with mooncake-conv, with no --only, or alone with --routing-only)
+
+Workloads: the Azure and Mooncake conversation traces at two compressions each, and
+generated arrivals carrying the Azure trace's token counts: on/off bursts and a 3x flash
+crowd at 8 and 16 req/s, and (added on 2026-11-27, to check the rule on traffic it was not
+tuned on) a compressed day and a random-walk drift at 16 and 40 req/s.
 
 Per workload and load (two each): TTFT, TPOT and joint attainment, GPU-hours and their ratio
 to the oracle, goodput per GPU (output tokens of requests within both objectives per
@@ -50,6 +56,8 @@ from gpuserve.sim.llm.traces import (  # noqa: E402
     TokenTrace,
     azure_conversation,
     bursty_tokens,
+    diurnal_tokens,
+    drift_tokens,
     flash_crowd_tokens,
     mooncake,
 )
@@ -140,6 +148,18 @@ def workloads(minutes: float | None, *, vllm_default_chunks: bool = False) -> li
                 ),
             )
         )
+    # Smooth changes of level need more replicas than 8 req/s to show (one serves it).
+    for name, make in (("diurnal", diurnal_tokens), ("drift", drift_tokens)):
+        for rate in (16.0, 40.0):
+            out.append(
+                Workload(
+                    name,
+                    f"{rate:g}/s",
+                    chat,
+                    CHAT_SLO,
+                    lambda s, r=rate, m=make: m(mix, mean_rate=r, duration=span, seed=s),
+                )
+            )
     return out
 
 

@@ -18,6 +18,7 @@ from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory, added_up
 from gpuserve.autoscaling.metrics import MetricHistory, MetricSample, latest_of, mean_of
 from gpuserve.autoscaling.pools import PoolState
+from gpuserve.autoscaling.trend import significant_slope
 
 # A sample stamped exactly at `now` belongs to the current evaluation.
 _EPS = 1e-9
@@ -321,7 +322,7 @@ def _demand(
     # A request carries at least one item and, when batching, at most a full batch.
     top = float(config.profile.max_batch_size) if config.profile.batching else math.inf
     items = [min(top, max(1.0, v)) for s in stable if (v := s.items_per_request) is not None]
-    slope = _slope(points, config.rate_window)
+    slope = significant_slope(points, config.rate_window)
     # The mean describes the middle of the window; a trend is extrapolated from there.
     centre = sum(t for t, _ in points) / len(points)
     return _Demand(
@@ -331,29 +332,6 @@ def _demand(
         fitted=max(0.0, stable_rate + slope * (now - centre)),
         items_per_request=sum(items) / len(items) if items else config.items_per_request,
     )
-
-
-def _slope(points: Sequence[tuple[float, float]], rate_window: float) -> float:
-    """Least-squares slope of demand, or 0 unless it is significant.
-
-    A trend is extrapolated over a whole start-up time, so noise would buy pods: only a
-    slope larger than twice its standard error counts. Rates over overlapping windows are
-    correlated, so the error is inflated by sqrt(rate_window / sample spacing).
-    """
-    n = len(points)
-    if n < 4:
-        return 0.0
-    mean_t = sum(t for t, _ in points) / n
-    mean_d = sum(d for _, d in points) / n
-    var = sum((t - mean_t) ** 2 for t, _ in points)
-    if var <= 0.0:
-        return 0.0
-    slope = sum((t - mean_t) * (d - mean_d) for t, d in points) / var
-    residual = sum((d - mean_d - slope * (t - mean_t)) ** 2 for t, d in points)
-    spacing = (points[-1][0] - points[0][0]) / (n - 1)
-    overlap = max(1.0, rate_window / spacing) if spacing > 0 else 1.0
-    stderr = math.sqrt(residual / (n - 2) / var * overlap)
-    return slope if abs(slope) > 2.0 * stderr else 0.0
 
 
 def _service_scale(config: PolicyConfig, stable: Sequence[MetricSample], pools: PoolState) -> float:

@@ -8,9 +8,11 @@ here for LLM formats. Per evaluation:
    sustainable rate per replica (``replica_capacity``), used up to ``utilization``.
 2. Demand is the stable request rate or, where the recent rate rises beyond its noise
    (Poisson's times the arrivals' index of dispersion, ``gpuserve.llm.dispersion``), the
-   recent rate plus that rise carried one start-up time (``startup_s``) ahead;
-   plus the requests waiting beyond one per ready replica, admitted within
-   ``queue_budget_s``.
+   recent rate plus that rise carried one start-up time (``startup_s``) ahead; where the
+   burst memory's per-minute levels rise steadily (``gpuserve.autoscaling.trend``: a
+   significant slope over the last ``TREND_SPAN_S``, no surge among them), the rate
+   expected a start-up from now if that is more; plus the requests waiting beyond one per
+   ready replica, admitted within ``queue_budget_s``.
 3. Measured TTFT (at the quantile) or TPOT (mean gap) over its objective while requests
    wait or are preempted, with no replica starting, asks for one more replica than are
    ready (the model missed something).
@@ -36,6 +38,7 @@ from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S
 from gpuserve.autoscaling.deciding import finish_decision
 from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory
 from gpuserve.autoscaling.pools import PoolState
+from gpuserve.autoscaling.trend import minute_trend
 from gpuserve.llm.capacity import LoadShape, TokenObjectives, replica_capacity
 from gpuserve.llm.dispersion import dispersion_sample, measured_dispersion, remember_dispersion
 from gpuserve.llm.observing import Observation
@@ -44,6 +47,8 @@ from gpuserve.llm.params import EngineParams
 # Standard deviations of noise (Poisson's, times the measured dispersion) a recent rise
 # must exceed to count.
 SURGE_Z = 2.0
+# Whole minutes a trend is fitted over: a ramp must last several of them to be one.
+TREND_SPAN_S = 300.0
 # A rise recorded in the burst memory must be far beyond its noise: the test runs every
 # 5 s, and each false record holds headroom for the whole memory.
 BURST_Z = 4.0
@@ -117,6 +122,14 @@ def decide_llm(
         demand = recent.rate + rise * min(1.0, policy.startup_s / stable.window_s)
     else:
         demand = stable.rate
+    # A rise too slow for the recent window to tell from noise shows in the minutes' levels:
+    # the minute's rate stands half a window back, and a replica started now serves a
+    # start-up later.
+    trend = max(0.0, minute_trend(memory.surges, now, TREND_SPAN_S))
+    ahead = stable.rate + trend * (stable.window_s / 2 + policy.startup_s)
+    trending = trend > 0 and ahead > demand
+    if trending:
+        demand = ahead
     # A request or so waiting per replica is normal (it waits a step, or behind a long
     # prompt's chunks); only the excess is a backlog more replicas would drain.
     excess = max(0.0, recent.waiting - max(1, pools.serving_ready))
@@ -132,6 +145,7 @@ def decide_llm(
         "kvUsage": recent.kv_usage,
         "waiting": recent.waiting,
         "arrivalDispersion": dispersion,
+        "levelTrend": trend,
     }
     if per_replica <= 0:
         limit = reference.limit if reference else "no class"
@@ -142,6 +156,8 @@ def decide_llm(
         f"{demand:.2f} req/s + backlog {backlog:.2f} req/s at {per_replica:.2f} req/s per "
         f"replica ({reference.limit if reference else ''}-bound)"
     )
+    if trending:
+        reason += f"; demand rising {60 * trend:.2f} req/s a minute"
     # Against Poisson noise alone: on bursty traffic the rises a dispersion would explain
     # are the bursts to hold headroom for.
     surge = rise if rise > BURST_Z * noise else 0.0

@@ -269,3 +269,54 @@ def test_a_rise_within_the_measured_noise_of_clumped_arrivals_is_not_chased() ->
     assert added[1] == pytest.approx(rise**2 / (base * (1.0 / 15.0 - 1.0 / 60.0)))
     poisson = _decide_at(0.0, base, base + rise, 2, replace(memory, dispersions=()), POLICY)
     assert poisson.desired_replicas > 2
+
+
+def _ramp(policy: LLMPolicy, levels: list[float], *, minute_s: float = 60.0) -> Decision:
+    """Evaluations every 15 s for one minute per level, both windows at that level (no
+    rise the recent window could tell), replicas keeping up with what was asked."""
+    decision = None
+    memory = PolicyMemory()
+    ready = 1
+    for k, level in enumerate(levels):
+        for step in range(4):
+            now = k * minute_s + 15.0 * step
+            decision = _decide_at(now, level, level, ready, memory, policy)
+            memory, ready = decision.memory, decision.desired_replicas
+    assert decision is not None
+    return decision
+
+
+def test_a_slow_ramp_is_carried_a_start_up_ahead_and_a_flat_or_jumping_one_is_not() -> None:
+    """Demand rising 0.4 replicas' worth a minute: no 15-s window shows it beyond its noise,
+    so the stable rate alone lags a whole start-up (diurnal traffic at 40 req/s missed
+    its objectives on the rise). The minutes' levels show it: the rule sizes for the rate
+    expected when a replica started now is ready (the stable rate stands half a minute back).
+    Flat levels, or the same levels after a minute that recorded a burst, get no trend."""
+    per_replica = replica_capacity(POLICY.params, SHAPE, OBJECTIVES).rate * POLICY.utilization
+    levels = [per_replica * (1.0 + 0.4 * k) for k in range(8)]
+    ramped = _ramp(POLICY, levels)
+    slope = 0.4 * per_replica / 60.0
+    assert ramped.signals["levelTrend"] == pytest.approx(slope, rel=1e-6)
+    ahead = levels[-1] + slope * (30.0 + POLICY.startup_s)
+    assert ramped.signals["demand"] == pytest.approx(ahead)
+    assert ramped.desired_replicas == math.ceil(ahead / per_replica - 1e-9)
+    assert ramped.desired_replicas > math.ceil(levels[-1] / per_replica - 1e-9)
+    assert "rising" in ramped.reason
+
+    flat = _ramp(POLICY, [levels[-1]] * 8)
+    assert flat.signals["levelTrend"] == 0.0 and "rising" not in flat.reason
+    assert flat.desired_replicas == math.ceil(levels[-1] / per_replica - 1e-9)
+
+    # The same minutes, the first of the last five holding a rise far beyond its noise.
+    memory = ramped.memory
+    start, _, level, rose_from = memory.surges[-4]
+    surges = (*memory.surges[:-4], (start, 1.0, level, rose_from), *memory.surges[-3:])
+    jumped = _decide_at(
+        8 * 60.0,
+        levels[-1],
+        levels[-1],
+        ramped.desired_replicas,
+        replace(memory, surges=surges),
+        POLICY,
+    )
+    assert jumped.signals["levelTrend"] == 0.0

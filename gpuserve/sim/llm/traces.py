@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from gpuserve.sim.generators import bursty, flash_crowd
+from gpuserve.sim.generators import bursty, diurnal, drift, flash_crowd
 from gpuserve.sim.workload import poisson_workload
 
 
@@ -117,3 +117,17 @@ def flash_crowd_tokens(
         base, factor=factor, start=duration * 5 / 12, duration=duration / 6, seed=seed + 7
     )
     return _with_tokens(f"flash x{factor:g} {mean_rate:g}/s", crowd.arrivals, mix, seed)
+
+
+def diurnal_tokens(mix: TokenTrace, *, mean_rate: float, duration: float, seed: int) -> TokenTrace:
+    """A compressed day (``gpuserve.sim.generators.diurnal``: trough, peak at the middle at
+    1.7 times the mean, trough) with ``mix``'s token counts."""
+    arrivals = diurnal(mean_rate=mean_rate, duration=duration, seed=seed).arrivals
+    return _with_tokens(f"diurnal {mean_rate:g}/s", arrivals, mix, seed)
+
+
+def drift_tokens(mix: TokenTrace, *, mean_rate: float, duration: float, seed: int) -> TokenTrace:
+    """A rate on a random walk (``gpuserve.sim.generators.drift``: a step of its logarithm
+    every 30 s, within half and twice ``mean_rate``) with ``mix``'s token counts."""
+    arrivals = drift(mean_rate=mean_rate, duration=duration, seed=seed).arrivals
+    return _with_tokens(f"drift {mean_rate:g}/s", arrivals, mix, seed)
