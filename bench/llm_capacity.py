@@ -47,6 +47,7 @@ from gpuserve.llm.capacity import TokenObjectives  # noqa: E402
 from gpuserve.llm.chunking import chunk_for_objective  # noqa: E402
 from gpuserve.llm.deciding import LLMPolicy  # noqa: E402
 from gpuserve.llm.params import EngineParams  # noqa: E402
+from gpuserve.sim.generators import bursty, diurnal, drift  # noqa: E402
 from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, simulate_cluster  # noqa: E402
 from gpuserve.sim.llm.lineup import Entry, compare, contender  # noqa: E402
 from gpuserve.sim.llm.oracle import plan_oracle  # noqa: E402
@@ -55,11 +56,9 @@ from gpuserve.sim.llm.traces import (  # noqa: E402
     MOONCAKE_BLOCK,
     TokenTrace,
     azure_conversation,
-    bursty_tokens,
-    diurnal_tokens,
-    drift_tokens,
     flash_crowd_tokens,
     mooncake,
+    shaped_tokens,
 )
 
 AZURE = REPO / "traces" / "azure-llm-conv-2023.csv"
@@ -134,7 +133,7 @@ def workloads(minutes: float | None, *, vllm_default_chunks: bool = False) -> li
                 f"{rate:g}/s",
                 chat,
                 CHAT_SLO,
-                lambda s, r=rate: bursty_tokens(mix, mean_rate=r, duration=span, seed=s),
+                lambda s, r=rate: shaped_tokens(bursty, mix, mean_rate=r, duration=span, seed=s),
             )
         )
         out.append(
@@ -149,15 +148,17 @@ def workloads(minutes: float | None, *, vllm_default_chunks: bool = False) -> li
             )
         )
     # Smooth changes of level need more replicas than 8 req/s to show (one serves it).
-    for name, make in (("diurnal", diurnal_tokens), ("drift", drift_tokens)):
+    for shape in (diurnal, drift):
         for rate in (16.0, 40.0):
             out.append(
                 Workload(
-                    name,
+                    shape.__name__,
                     f"{rate:g}/s",
                     chat,
                     CHAT_SLO,
-                    lambda s, r=rate, m=make: m(mix, mean_rate=r, duration=span, seed=s),
+                    lambda s, r=rate, g=shape: shaped_tokens(
+                        g, mix, mean_rate=r, duration=span, seed=s
+                    ),
                 )
             )
     return out

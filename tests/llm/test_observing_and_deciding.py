@@ -271,7 +271,7 @@ def test_a_rise_within_the_measured_noise_of_clumped_arrivals_is_not_chased() ->
     assert poisson.desired_replicas > 2
 
 
-def _ramp(policy: LLMPolicy, levels: list[float], *, minute_s: float = 60.0) -> Decision:
+def _ramp(policy: LLMPolicy, levels: list[float]) -> Decision:
     """Evaluations every 15 s for one minute per level, both windows at that level (no
     rise the recent window could tell), replicas keeping up with what was asked."""
     decision = None
@@ -279,7 +279,7 @@ def _ramp(policy: LLMPolicy, levels: list[float], *, minute_s: float = 60.0) -> 
     ready = 1
     for k, level in enumerate(levels):
         for step in range(4):
-            now = k * minute_s + 15.0 * step
+            now = 60.0 * k + 15.0 * step
             decision = _decide_at(now, level, level, ready, memory, policy)
             memory, ready = decision.memory, decision.desired_replicas
     assert decision is not None

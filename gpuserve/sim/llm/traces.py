@@ -1,5 +1,5 @@
 """Token-level request streams: the Azure and Mooncake conversation traces, and synthetic
-arrivals (bursty, flash crowd) carrying token counts drawn from a trace.
+arrivals (bursty, flash crowd, diurnal, drift) carrying token counts drawn from a trace.
 
 Parsing takes lines, never paths (gpuserve/ does no I/O). Time compression divides the
 arrival times, so ``compress=2`` doubles the load with the same token mix.
@@ -12,9 +12,10 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
-from gpuserve.sim.generators import bursty, diurnal, drift, flash_crowd
-from gpuserve.sim.workload import poisson_workload
+from gpuserve.sim.generators import flash_crowd
+from gpuserve.sim.workload import Workload, poisson_workload
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,10 +102,23 @@ def _with_tokens(name: str, arrivals: Sequence[float], mix: TokenTrace, seed: in
     )
 
 
-def bursty_tokens(mix: TokenTrace, *, mean_rate: float, duration: float, seed: int) -> TokenTrace:
-    """On/off bursts (``gpuserve.sim.generators.bursty``) with ``mix``'s token counts."""
-    arrivals = bursty(mean_rate=mean_rate, duration=duration, seed=seed).arrivals
-    return _with_tokens(f"bursty {mean_rate:g}/s", arrivals, mix, seed)
+class RateShape(Protocol):
+    """A generator of arrivals at a mean rate (``gpuserve.sim.generators``: bursty,
+    diurnal, drift); its name names the trace."""
+
+    __name__: str
+
+    def __call__(self, *, mean_rate: float, duration: float, seed: int) -> Workload: ...
+
+
+def shaped_tokens(
+    shape: RateShape, mix: TokenTrace, *, mean_rate: float, duration: float, seed: int
+) -> TokenTrace:
+    """The arrivals ``shape`` makes at ``mean_rate`` (``gpuserve.sim.generators.bursty``:
+    on/off bursts; ``diurnal``: a compressed day peaking at 1.7 times the mean; ``drift``:
+    a random walk of the log-rate) with ``mix``'s token counts."""
+    arrivals = shape(mean_rate=mean_rate, duration=duration, seed=seed).arrivals
+    return _with_tokens(f"{shape.__name__} {mean_rate:g}/s", arrivals, mix, seed)
 
 
 def flash_crowd_tokens(
@@ -117,17 +131,3 @@ def flash_crowd_tokens(
         base, factor=factor, start=duration * 5 / 12, duration=duration / 6, seed=seed + 7
     )
     return _with_tokens(f"flash x{factor:g} {mean_rate:g}/s", crowd.arrivals, mix, seed)
-
-
-def diurnal_tokens(mix: TokenTrace, *, mean_rate: float, duration: float, seed: int) -> TokenTrace:
-    """A compressed day (``gpuserve.sim.generators.diurnal``: trough, peak at the middle at
-    1.7 times the mean, trough) with ``mix``'s token counts."""
-    arrivals = diurnal(mean_rate=mean_rate, duration=duration, seed=seed).arrivals
-    return _with_tokens(f"diurnal {mean_rate:g}/s", arrivals, mix, seed)
-
-
-def drift_tokens(mix: TokenTrace, *, mean_rate: float, duration: float, seed: int) -> TokenTrace:
-    """A rate on a random walk (``gpuserve.sim.generators.drift``: a step of its logarithm
-    every 30 s, within half and twice ``mean_rate``) with ``mix``'s token counts."""
-    arrivals = drift(mean_rate=mean_rate, duration=duration, seed=seed).arrivals
-    return _with_tokens(f"drift {mean_rate:g}/s", arrivals, mix, seed)
