@@ -39,7 +39,12 @@ from gpuserve.llm.calibrating import calibrated
 from gpuserve.llm.deciding import LLMPolicy, decide_llm
 from gpuserve.llm.from_spec import llm_policy_from_spec
 from gpuserve.llm.observing import VllmSnapshot, observe
-from gpuserve.placement.service_plan import ServicePlan, plan_service, pool_state
+from gpuserve.placement.service_plan import (
+    ServicePlan,
+    first_pods_unseen,
+    plan_service,
+    pool_state,
+)
 from gpuserve.resources.naming import SERVICES_PLURAL
 
 log = logging.getLogger(__name__)
@@ -103,6 +108,15 @@ def evaluate(
     if svc.spec.scaling.engine != "builtin":
         return None
     view = view_of(key, kw)
+    status = InferenceServiceStatus.model_validate(body.get("status") or {})
+    if status.last_decision is None and first_pods_unseen(
+        svc.spec,
+        owner=f"{key[0]}/{key[1]}",
+        cluster=view.cluster,
+        now=reading.sample.at,
+        target=desired_serving(svc, status),
+    ):
+        return None  # the first decision starts from the pods the spec asked for
     config = policy_config_from_spec(
         svc.spec, view.cluster.valid_classes(), rate_window=RATE_WINDOW_S
     )

@@ -7,7 +7,12 @@ from e2e.invalid_cases import valid_service
 from gpuserve.api.models import AcceleratorClassSpec, InferenceServiceSpec
 from gpuserve.placement.capacity import PRODUCT_LABEL, NodeInfo, PodRequest
 from gpuserve.placement.roles import DRAIN_SECONDS, PodState
-from gpuserve.placement.service_plan import ClusterView, plan_service, pool_state
+from gpuserve.placement.service_plan import (
+    ClusterView,
+    first_pods_unseen,
+    plan_service,
+    pool_state,
+)
 
 H100 = "NVIDIA-H100-80GB-HBM3"
 CLASSES = {"h100": AcceleratorClassSpec.model_validate({"gpuProduct": H100})}
@@ -122,3 +127,27 @@ def test_a_fallback_to_a_less_preferred_class_says_why() -> None:
     assert "serving on l4, not the preferred h100" in note and "0 of 4 GPUs free" in note
     cluster = ClusterView(classes=classes, nodes=[NODE, l4])
     assert plan_service(two, owner="ns/chat", cluster=cluster, desired=2).fallback_note() == ""
+
+
+def test_a_new_objects_first_pods_are_awaited_only_while_they_fit_and_are_not_yet_seen() -> None:
+    def unseen(pods: list[PodState], gpu_pods: list[PodRequest], target: int = 2) -> bool:
+        cluster = ClusterView(classes=CLASSES, nodes=[NODE], gpu_pods=gpu_pods, pods=pods)
+        return first_pods_unseen(
+            spec(lo=target), owner="ns/chat", cluster=cluster, now=T0, target=target
+        )
+
+    starting = PodState(
+        name="chat-1",
+        accelerator_class="h100",
+        role="serving",
+        ready=False,
+        node="n0",
+        created=T0 - 1,
+    )
+    assert unseen([], [])  # asked for, not made yet
+    assert unseen([pod("chat-0", "serving")], [gpu("ns/chat")])  # one of two seen
+    assert not unseen([pod("chat-0", "serving"), starting], [gpu("ns/chat")] * 2)
+    assert not unseen([], [], target=0)  # nothing asked for: scale from zero decides
+    # Three GPUs held by another service's serving pods: two cannot both be placed, and
+    # the decision that says so is not held back.
+    assert not unseen([], [gpu("ns/reports")] * 3)

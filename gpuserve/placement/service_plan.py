@@ -262,3 +262,18 @@ def pool_state(
             )
         )
     return PoolState(classes=tuple(pools))
+
+
+def first_pods_unseen(
+    spec: InferenceServiceSpec, *, owner: str, cluster: ClusterView, now: float, target: int
+) -> bool:
+    """Whether the ``target`` serving pods a new object starts with all fit and some are
+    not yet seen (neither ready nor starting). The reconcile has asked for them, or is about
+    to; deciding before the Deployment controller makes them would count them as a scale-up
+    from zero, as if the autoscaler had added what the spec's lower bound already asked for.
+    Where they do not fit, deciding now records what cannot be placed."""
+    if target <= 0:
+        return False
+    if pool_state(spec, cluster=cluster, now=now, serving_target=target).committed >= target:
+        return False
+    return plan_service(spec, owner=owner, cluster=cluster, desired=target).unplaced == 0
