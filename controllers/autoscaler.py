@@ -24,6 +24,7 @@ from controllers.converging import (
     now_rfc3339,
     wanted_warm_pool,
 )
+from controllers.indexes import epoch
 from controllers.inferenceservice import view_of
 from controllers.prometheus_source import VLLM_WINDOWS_S, Reading, Readings, VllmReadings
 from controllers.settings import PROMETHEUS_URL
@@ -49,6 +50,10 @@ from gpuserve.resources.naming import SERVICES_PLURAL
 
 log = logging.getLogger(__name__)
 MAX_DECISIONS = 5
+# How long a new object's first decision waits for the pods its spec's lower bound asked
+# for: the Deployment controller makes them within seconds; a quota or admission webhook
+# that refuses them should not also keep the autoscaler silent.
+FIRST_PODS_GRACE_S = 60.0
 
 
 def _history(memory: ScalingMemory, reading: Reading, window: float) -> MetricHistory:
@@ -109,12 +114,17 @@ def evaluate(
         return None
     view = view_of(key, kw)
     status = InferenceServiceStatus.model_validate(body.get("status") or {})
-    if status.last_decision is None and first_pods_unseen(
-        svc.spec,
-        owner=f"{key[0]}/{key[1]}",
-        cluster=view.cluster,
-        now=reading.sample.at,
-        target=desired_serving(svc, status),
+    age = reading.sample.at - epoch(meta.get("creationTimestamp"))
+    if (
+        status.last_decision is None
+        and age < FIRST_PODS_GRACE_S
+        and first_pods_unseen(
+            svc.spec,
+            owner=f"{key[0]}/{key[1]}",
+            cluster=view.cluster,
+            now=reading.sample.at,
+            target=desired_serving(svc, status),
+        )
     ):
         return None  # the first decision starts from the pods the spec asked for
     config = policy_config_from_spec(

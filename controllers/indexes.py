@@ -80,7 +80,8 @@ def _float(text: str | None) -> float | None:
         return None  # hand-edited: treated as not draining
 
 
-def _epoch(stamp: str | None) -> float:
+def epoch(stamp: str | None) -> float:
+    """An RFC 3339 timestamp of the API as epoch seconds (0 when absent)."""
     if not stamp:
         return 0.0
     return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
@@ -151,7 +152,7 @@ async def service_pods(
         node=spec.get("nodeName"),
         unschedulable=unschedulable,
         deletion_cost=annotations.get(DELETION_COST),
-        created=_epoch(meta.get("creationTimestamp")),
+        created=epoch(meta.get("creationTimestamp")),
         standby=labels.get(LABEL_POOL) == POOL_STANDBY,
         demoted_at=_float(annotations.get(ANNOTATION_DEMOTED_AT)),
     )

@@ -1,14 +1,16 @@
 """Burst memory: headroom for the surges a service was seen to have.
 
 Bursts shorter than a cold start cannot be chased; only capacity held through the quiet
-spells serves them. Both scaling rules (the request rule in ``deciding`` and the LLM token
-rule in ``gpuserve.llm.deciding``) keep one record per minute of the largest surge
+spells serves them (a surge that lasted longer was chased, and keeps no headroom). Both
+scaling rules (the request rule in ``deciding`` and the LLM token rule in
+``gpuserve.llm.deciding``) keep one record per minute of the largest surge
 measured, the demand it rose from and the mean demand, and hold the headroom those
 records call for, less what the miss budget of the planning quantile absorbs.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -79,14 +81,25 @@ def burst_headroom(minutes: Minutes, horizon: float, level: float, *, quantile: 
     away counts whole; a ramp that stayed is the level now). What demand stayed at is
     counted from where the surge rose: a ramp's surge, measured against the demand a
     start-up or two before it, rose from below the level of its own minute.
+
+    A surge that outlasted a start-up is no burst either, even once it has gone: where
+    demand stayed at half its height or more through each of the whole minutes after it
+    that span a start-up (and one more, for where in its minute it began), the replicas it
+    started served it, and a crowd seen once would otherwise hold its headroom for the rest
+    of the memory. Only what went away sooner cannot be chased.
     """
     surges: list[tuple[float, float]] = []
     floor = level  # the lowest level from the record on to now
+    after: list[float] = []  # the levels of the minutes after the record, the nearest last
+    lasting = math.ceil(horizon / MINUTE_S) + 1
     for _, v, d, rose_from in reversed(minutes):
         kept = v - max(0.0, floor - rose_from)
-        if kept > 0.0:
+        stayed = after[-lasting:]
+        chased = len(stayed) == lasting and min(stayed) >= rose_from + v / 2.0
+        if kept > 0.0 and not chased:
             surges.append((kept, d))
         floor = min(floor, d)
+        after.append(d)
     surges.sort(reverse=True)
     allowed = (1.0 - quantile) * sum(d for _, _, d, _ in minutes) * MINUTE_S
     spent = 0.0

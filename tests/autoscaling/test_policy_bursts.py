@@ -331,3 +331,22 @@ def test_a_minutes_level_is_its_latest_so_a_crowd_that_stays_is_carried_by_the_l
     # Once the crowd has gone, the whole rise is a burst again.
     memory = remember_minute(memory, 120.0, 0.0, 5.0, memory_s=1800.0, rose_from=5.0)
     assert burst_headroom(memory, 45.0, 5.0, quantile=0.99) == pytest.approx(15.0)
+
+
+def test_a_surge_that_outlasted_a_start_up_was_chased_and_keeps_no_headroom() -> None:
+    # A rise of 15 req/s from 5, then back at 5: held only if it went away before the
+    # whole minutes after it that span a start-up (two for 45 s, three for 90 s) were over.
+    def memory(minutes_up: int) -> Minutes:
+        levels = [5.0, *[20.0] * minutes_up, *[5.0] * (10 - minutes_up)]
+        return tuple(
+            (60.0 * k, 15.0 if k == 0 else 0.0, level, 5.0) for k, level in enumerate(levels)
+        )
+
+    assert burst_headroom(memory(0), 45.0, 5.0, quantile=0.99) == pytest.approx(15.0)
+    assert burst_headroom(memory(1), 45.0, 5.0, quantile=0.99) == pytest.approx(15.0)
+    assert burst_headroom(memory(2), 45.0, 5.0, quantile=0.99) == 0.0
+    assert burst_headroom(memory(2), 90.0, 5.0, quantile=0.99) == pytest.approx(15.0)
+    assert burst_headroom(memory(3), 90.0, 5.0, quantile=0.99) == 0.0
+    # Demand that stayed at less than half the rise is a burst that went away.
+    halfway = tuple((t, v, 12.0 if 0 < t < 180 else d, b) for t, v, d, b in memory(2))
+    assert burst_headroom(halfway, 45.0, 5.0, quantile=0.99) == pytest.approx(15.0)
