@@ -51,7 +51,7 @@ from gpuserve.llm.capacity import TokenObjectives  # noqa: E402
 from gpuserve.llm.chunking import chunk_for_objective  # noqa: E402
 from gpuserve.llm.deciding import LLMPolicy  # noqa: E402
 from gpuserve.llm.params import EngineParams  # noqa: E402
-from gpuserve.sim.generators import bursty, diurnal, drift, new_peaks  # noqa: E402
+from gpuserve.sim.generators import bursty, diurnal, drift, in_spans, new_peaks  # noqa: E402
 from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, simulate_cluster  # noqa: E402
 from gpuserve.sim.llm.lineup import Entry, compare, contender  # noqa: E402
 from gpuserve.sim.llm.oracle import plan_oracle  # noqa: E402
@@ -171,7 +171,11 @@ def workloads(minutes: float | None, *, vllm_default_chunks: bool = False) -> li
 
 
 def _row(
-    name: str, runs: list[Entry], oracle_hours: float, static_goodput: float, horizon: float
+    name: str,
+    runs: list[Entry],
+    oracle_hours: float,
+    static_goodput: float,
+    peaks: list[list[bool]],
 ) -> str:
     n = len(runs)
     both = [e.run.attainment() for e in runs]
@@ -180,7 +184,7 @@ def _row(
     sim_hours = sum(_span(e.run) for e in runs) / 3600.0
     per_hour = sum(e.seconds for e in runs) / sim_hours if sim_hours else 0.0
     peak = max(max((k for _, k in e.run.replicas), default=0) for e in runs)
-    in_peaks, outside = _new_peak_misses([e.run for e in runs], horizon)
+    in_peaks, outside = _new_peak_misses([e.run for e in runs], peaks)
     return (
         f"| {name} | {100 * sum(e.run.ttft_attainment() for e in runs) / n:.2f} "
         f"| {100 * sum(e.run.tpot_attainment() for e in runs) / n:.2f} "
@@ -191,18 +195,13 @@ def _row(
     )
 
 
-def _new_peak_misses(runs: list[ClusterRun], horizon: float) -> tuple[float, float]:
-    """The share of the runs' misses that arrived in a new peak (load above anything in the
-    burst memory, for a start-up after: ``gpuserve.sim.generators.new_peaks``), and the
-    attainment of the requests outside those spans."""
+def _new_peak_misses(runs: list[ClusterRun], peaks: list[list[bool]]) -> tuple[float, float]:
+    """The share of the runs' misses that arrived in a new peak (``peaks``: per run, per
+    request in arrival order, whether it did), and the attainment of the other requests."""
     misses = peak_misses = outside = outside_met = 0
-    for run in runs:
-        spans = new_peaks(
-            [o.arrival_s for o in run.outcomes], memory=BURST_MEMORY_S, horizon=horizon
-        )
-        for o in run.outcomes:
+    for run, in_peak in zip(runs, peaks, strict=True):
+        for o, peak in zip(run.outcomes, in_peak, strict=True):
             met = run.met(o)
-            peak = any(a <= o.arrival_s < b for a, b in spans)
             misses += not met
             peak_misses += peak and not met
             outside += not peak
@@ -216,11 +215,15 @@ def _span(run: ClusterRun) -> float:
 
 def scalers_table(workload: Workload, seeds: int) -> None:
     by_name: dict[str, list[Entry]] = {}
+    peaks: list[list[bool]] = []  # per seed: which requests arrived in a new peak
     for seed in range(seeds):
         trace = workload.make(seed)
         config = ClusterConfig(workload.params, workload.objectives, seed=seed)
         for entry in compare(config, trace):
             by_name.setdefault(entry.name, []).append(entry)
+        arrivals = [r.arrival_s for r in trace.requests]
+        spans = new_peaks(arrivals, memory=BURST_MEMORY_S, horizon=config.startup_s)
+        peaks.append(in_spans(arrivals, spans))
     trace = workload.make(0)
     o = workload.objectives
     print(
@@ -237,7 +240,7 @@ def scalers_table(workload: Workload, seeds: int) -> None:
     oracle_hours = sum(e.run.gpu_hours for e in by_name["oracle"]) / seeds
     static_goodput = sum(e.run.goodput_per_gpu() for e in by_name["static-peak"]) / seeds
     for name, runs in by_name.items():
-        print(_row(name, runs, oracle_hours, static_goodput, config.startup_s))
+        print(_row(name, runs, oracle_hours, static_goodput, peaks))
     sys.stdout.flush()
 
 

@@ -44,7 +44,7 @@ from gpuserve.sim.comparing import (  # noqa: E402
     prepare,
     run_contenders,
 )
-from gpuserve.sim.generators import bin_counts, bin_stats, new_peaks  # noqa: E402
+from gpuserve.sim.generators import bin_counts, bin_stats, in_spans, new_peaks  # noqa: E402
 from gpuserve.sim.lineup import POLICIES  # noqa: E402
 from gpuserve.sim.suite import LOADS, SUITE, TRACE_FILES  # noqa: E402
 from gpuserve.sim.workload import Workload, parse_trace  # noqa: E402
@@ -97,7 +97,7 @@ class Outcome:
     def of(cls, run: Run, burst_end: float, peaks: list[tuple[float, float]]) -> Outcome:
         r = run.result
         count = _windows(r.arrivals, COMPLIANCE_WINDOW)
-        in_peak = [any(a <= t < b for a, b in peaks) for t in r.arrivals]
+        in_peak = in_spans(r.arrivals, peaks)
         return cls(
             requests=len(r.latencies),
             misses=r.misses(),

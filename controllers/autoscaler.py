@@ -113,19 +113,7 @@ def evaluate(
     if svc.spec.scaling.engine != "builtin":
         return None
     view = view_of(key, kw)
-    status = InferenceServiceStatus.model_validate(body.get("status") or {})
-    age = reading.sample.at - epoch(meta.get("creationTimestamp"))
-    if (
-        status.last_decision is None
-        and age < FIRST_PODS_GRACE_S
-        and first_pods_unseen(
-            svc.spec,
-            owner=f"{key[0]}/{key[1]}",
-            cluster=view.cluster,
-            now=reading.sample.at,
-            target=desired_serving(svc, status),
-        )
-    ):
+    if _awaiting_first_pods(body, svc, view, reading.sample.at):
         return None  # the first decision starts from the pods the spec asked for
     config = policy_config_from_spec(
         svc.spec, view.cluster.valid_classes(), rate_window=RATE_WINDOW_S
@@ -154,6 +142,25 @@ def evaluate(
         )
     memory.quiet = quiet if silent else None
     return decision
+
+
+def _awaiting_first_pods(
+    body: dict[str, Any], svc: InferenceService, view: ClusterView, now: float
+) -> bool:
+    """A young object never decided on, whose first pods fit and are not all seen yet.
+    The raw body is read first: on every later evaluation that is all this costs."""
+    if (body.get("status") or {}).get("lastDecision") is not None:
+        return False
+    if now - epoch(body["metadata"].get("creationTimestamp")) >= FIRST_PODS_GRACE_S:
+        return False
+    status = InferenceServiceStatus.model_validate(body.get("status") or {})
+    return first_pods_unseen(
+        svc.spec,
+        owner=f"{body['metadata']['namespace']}/{body['metadata']['name']}",
+        cluster=view.cluster,
+        now=now,
+        target=desired_serving(svc, status),
+    )
 
 
 def _decide_and_record(

@@ -15,6 +15,7 @@ Every generator is a non-homogeneous Poisson process whose rate follows a seeded
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -85,6 +86,23 @@ def new_peaks(
         if counts[i] > before + 3.0 * math.sqrt(before + 1.0):
             spans.append((i * bin_seconds, i * bin_seconds + horizon))
     return spans
+
+
+def in_spans(times: Sequence[float], spans: Sequence[tuple[float, float]]) -> list[bool]:
+    """For each of ``times``, whether it falls in one of ``spans`` (``[start, end)``, in
+    order of start, overlapping as ``new_peaks`` returns them)."""
+    merged: list[list[float]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    starts = [m[0] for m in merged]
+    inside = []
+    for t in times:
+        k = bisect.bisect_right(starts, t) - 1
+        inside.append(k >= 0 and t < merged[k][1])
+    return inside
 
 
 def _from_rate(rate: Callable[[float], float], peak: float, duration: float, seed: int) -> Workload:

@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from gpuserve.sim.generators import bin_stats, bursty, diurnal, drift, flash_crowd, new_peaks
+from gpuserve.sim.generators import (
+    bin_stats,
+    bursty,
+    diurnal,
+    drift,
+    flash_crowd,
+    in_spans,
+    new_peaks,
+)
 from gpuserve.sim.suite import AZURE, SUITE
 from gpuserve.sim.workload import parse_trace, poisson_workload
 
@@ -76,3 +84,10 @@ def test_new_peaks_are_load_above_everything_the_memory_holds() -> None:
     spans = new_peaks(arrivals, memory=1800.0, horizon=45.0)
     assert spans == [(600.0, 645.0), (3100.0, 3145.0)]
     assert new_peaks(arrivals, memory=3600.0, horizon=45.0) == [(600.0, 645.0)]
+
+
+def test_times_in_overlapping_spans_are_found_with_their_ends_excluded() -> None:
+    spans = [(10.0, 55.0), (20.0, 65.0), (100.0, 145.0)]
+    times = [0.0, 10.0, 54.9, 60.0, 65.0, 99.9, 100.0, 144.9, 145.0]
+    assert in_spans(times, spans) == [False, True, True, True, False, False, True, True, False]
+    assert in_spans(times, []) == [False] * len(times)
