@@ -1,0 +1,57 @@
+"""What an oracle's plan costs once it pays for its start-ups, as every real scaler does.
+
+The oracles (``gpuserve.sim.oracle``, ``gpuserve.sim.llm.oracle``) know every arrival and
+start replicas instantly and for nothing. A scaler with the same foresight on a real
+cluster creates each replica a start-up before it must serve, holding its GPU meanwhile,
+and keeps a replica through a dip shorter than what restarting it costs. ``paid_plan`` is
+the cheapest such schedule that never serves with fewer replicas than the plan in any
+window; ``start_cost_s`` is what it costs beyond the plan's own GPU-seconds. Both oracles'
+GPU-hours stay the lower bound the benches divide by; this is the bound's distance from
+what foresight can buy on a real cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import pairwise
+
+
+def paid_plan(plan: Sequence[int], window_s: float, start_s: float) -> tuple[int, ...]:
+    """Replicas per window, each at least the plan's, that minimise the GPU-seconds served
+    (replicas x ``window_s``) plus ``start_s`` for every replica added. The first window's
+    replicas are there from the start, as they are for every policy the benches run."""
+    if window_s <= 0 or start_s < 0:
+        raise ValueError(f"window_s > 0 and start_s >= 0 required, got {window_s}, {start_s}")
+    if not plan:
+        return ()
+    top = max(plan)
+    # cost[n]: the cheapest schedule up to this window ending at n replicas; back[k][n]:
+    # the size before it.
+    cost = {plan[0]: 0.0}
+    back: list[dict[int, int]] = []
+    for need in plan:
+        step: dict[int, float] = {}
+        came: dict[int, int] = {}
+        for n in range(need, top + 1):
+            before, paid = min(
+                ((p, c + start_s * max(0, n - p)) for p, c in cost.items()),
+                key=lambda pc: (pc[1], -pc[0]),
+            )
+            step[n], came[n] = paid + n * window_s, before
+        cost = step
+        back.append(came)
+    n = min(cost, key=lambda k: (cost[k], k))
+    sizes = []
+    for came in reversed(back):
+        sizes.append(n)
+        n = came[n]
+    return tuple(reversed(sizes))
+
+
+def start_cost_s(plan: Sequence[int], window_s: float, start_s: float) -> float:
+    """GPU-seconds ``paid_plan`` costs beyond ``plan`` served with free, instant starts."""
+    if not plan:
+        return 0.0
+    paid = paid_plan(plan, window_s, start_s)
+    starts = sum(max(0, b - a) for a, b in pairwise((plan[0], *paid)))
+    return (sum(paid) - sum(plan)) * window_s + starts * start_s
