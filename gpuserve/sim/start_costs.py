@@ -13,17 +13,28 @@ what foresight can buy on a real cluster.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import pairwise
 
 
 def paid_plan(plan: Sequence[int], window_s: float, start_s: float) -> tuple[int, ...]:
     """Replicas per window, each at least the plan's, that minimise the GPU-seconds served
     (replicas x ``window_s``) plus ``start_s`` for every replica added. The first window's
     replicas are there from the start, as they are for every policy the benches run."""
+    return _cheapest(plan, window_s, start_s)[1]
+
+
+def start_cost_s(plan: Sequence[int], window_s: float, start_s: float) -> float:
+    """GPU-seconds ``paid_plan`` costs beyond ``plan`` served with free, instant starts."""
+    return _cheapest(plan, window_s, start_s)[0] - sum(plan) * window_s
+
+
+def _cheapest(
+    plan: Sequence[int], window_s: float, start_s: float
+) -> tuple[float, tuple[int, ...]]:
+    """The least cost over the windows (served GPU-seconds plus starts) and its sizes."""
     if window_s <= 0 or start_s < 0:
         raise ValueError(f"window_s > 0 and start_s >= 0 required, got {window_s}, {start_s}")
     if not plan:
-        return ()
+        return 0.0, ()
     top = max(plan)
     # cost[n]: the cheapest schedule up to this window ending at n replicas; back[k][n]:
     # the size before it.
@@ -41,17 +52,9 @@ def paid_plan(plan: Sequence[int], window_s: float, start_s: float) -> tuple[int
         cost = step
         back.append(came)
     n = min(cost, key=lambda k: (cost[k], k))
+    least = cost[n]
     sizes = []
     for came in reversed(back):
         sizes.append(n)
         n = came[n]
-    return tuple(reversed(sizes))
-
-
-def start_cost_s(plan: Sequence[int], window_s: float, start_s: float) -> float:
-    """GPU-seconds ``paid_plan`` costs beyond ``plan`` served with free, instant starts."""
-    if not plan:
-        return 0.0
-    paid = paid_plan(plan, window_s, start_s)
-    starts = sum(max(0, b - a) for a, b in pairwise((plan[0], *paid)))
-    return (sum(paid) - sum(plan)) * window_s + starts * start_s
+    return least, tuple(reversed(sizes))

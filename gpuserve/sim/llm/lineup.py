@@ -99,7 +99,7 @@ def compare(config: ClusterConfig, trace: TokenTrace, *, window_s: float = 60.0)
     plan, oracle_run, peak = plan_oracle(
         config, trace, window_s=window_s, target=objectives.quantile
     )
-    starts = start_cost_s(plan.plan, window_s, config.startup_s) / 3600.0
+    starts = start_cost_s(plan.plan, plan.window_s, config.startup_s) / 3600.0
     entries = [Entry("oracle", oracle_run, time.perf_counter() - started, starts)]
     most = 2 * peak
     policy = LLMPolicy(objectives, config.params, max_replicas=most, startup_s=config.startup_s)
