@@ -1,7 +1,7 @@
 """Every policy on every workload of the suite, at 1x, 2x and 4x load.
 
     .venv/bin/python bench/suite.py [--seeds N] [--workloads bursty flash-4x ...] [--loads 1 2]
-        [--cache out/suite-cache] [--queue-timeout SECONDS]
+        [--cache out/suite-cache] [--queue-timeout SECONDS] [--scale-down-window SECONDS]
 
 Prints one table per workload and load (totals over the seeds), then a summary: the
 default policy's attainment, 5-minute window compliance and GPU-hours over the oracle's
@@ -18,6 +18,10 @@ simulates only gpuserve. Delete the directory when the simulator or the peers ch
 
 ``--queue-timeout S`` gives the service a queue policy that rejects requests after S
 seconds in the queue (a rejected request counts as a miss), for every policy.
+
+``--scale-down-window S`` runs gpuserve's rows with the spec's ``scaleDownStabilization``
+set to S seconds (default: the API's default); the peers keep their own (a cache stays
+valid).
 """
 
 from __future__ import annotations
@@ -78,6 +82,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=0.0,
         help="seconds: the service's queue policy rejects requests that waited longer "
         "(Triton's default_timeout_microseconds; 0 = none)",
+    )
+    p.add_argument(
+        "--scale-down-window",
+        type=float,
+        default=Setup().scale_down_window,
+        help="seconds: gpuserve's scaleDownStabilization (default: the API's default)",
     )
     return p.parse_args(argv)
 
@@ -215,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     traces = {
         f: parse_trace(f, (REPO / "traces" / f).read_text().splitlines()) for f in TRACE_FILES
     }
-    setup = Setup(queue_timeout=args.queue_timeout)
+    setup = Setup(queue_timeout=args.queue_timeout, scale_down_window=args.scale_down_window)
     rows = contenders(list(POLICIES), args.warm_pool, [0.0])
     summary = []
     started = time.perf_counter()
@@ -267,7 +277,10 @@ def main(argv: list[str] | None = None) -> int:
             best_peer = max(v.attainment for v in peers.values())
             summary.append((spec.name, load, default, over, under, best_peer))
             sys.stdout.flush()
-    print(f"\n## Summary ({args.seeds} seed(s), {time.perf_counter() - started:.0f}s)\n")
+    held = ""
+    if setup.scale_down_window != Setup().scale_down_window:
+        held = f"; gpuserve's scaleDownStabilization {setup.scale_down_window:g}s"
+    print(f"\n## Summary ({args.seeds} seed(s), {time.perf_counter() - started:.0f}s{held})\n")
     print(
         "| workload | load | default attainment | after first burst | misses in new peaks | "
         "outside new peaks | best peer attainment | 5-min windows ok | GPU-h / oracle | "

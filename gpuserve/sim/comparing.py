@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from gpuserve.autoscaling.config import PolicyConfig, ServiceProfile
+from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S, PolicyConfig, ServiceProfile
 from gpuserve.sim.config import (
     AcceleratorPool,
     Balancing,
@@ -75,6 +75,7 @@ class Setup:
     oracle: OracleGoal = field(default_factory=OracleGoal)
     warmup: float = 120.0
     queue_timeout: float = 0.0  # the model's queue policy: reject after waiting this long
+    scale_down_window: float = SCALE_DOWN_WINDOW_S  # the spec's scaleDownStabilization
 
     def sim_config(self, seed: int) -> SimConfig:
         p = self.profile
@@ -107,6 +108,7 @@ class Setup:
             warm_start=self.gpu.warm_start,
             max_sample_age=max(30.0, 3 * self.scrape),
             rate_window=4 * self.scrape,
+            scale_down_window=self.scale_down_window,
         )
 
 

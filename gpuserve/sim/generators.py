@@ -11,6 +11,9 @@ Every generator is a non-homogeneous Poisson process whose rate follows a seeded
   for ``duration`` seconds (a step up and a step down).
 * ``diurnal``: a day's rise and fall compressed: rate ``mean * (1 - depth * cos(2 pi t / T))``.
 * ``drift``: a slow random walk of the log-rate, bounded to [mean / 2, mean * 2].
+* ``periodic``: scheduled spikes (batch jobs, cron, a client's polling cycle): ``factor``
+  times the base rate for 45-90 s at every ``period``, each start jittered by up to a
+  tenth of the period, on a steady base.
 """
 
 from __future__ import annotations
@@ -211,3 +214,30 @@ def drift(
         t += step
     peak = max(r for _, r in segments)
     return _from_rate(_piecewise(segments), peak, duration, seed + 1)
+
+
+def periodic(
+    *,
+    mean_rate: float,
+    duration: float,
+    seed: int,
+    period: float = 300.0,
+    factor: float = 4.0,
+) -> Workload:
+    """A steady base with a spike of ``factor`` times it every ``period`` seconds (45-90 s
+    long, its start jittered by up to ``period / 10``); the base is set so that the whole
+    run's mean is ``mean_rate``. Spikes recur, so what one teaches the policy holds for
+    the next, unlike a flash crowd's."""
+    rng = random.Random(seed)
+    spikes: list[tuple[float, float]] = []
+    start = period / 2
+    while start < duration:
+        begin = max(0.0, start + rng.uniform(-period / 10, period / 10))
+        spikes.append((begin, min(duration, begin + rng.uniform(45.0, 90.0))))
+        start += period
+    spiked = sum(end - begin for begin, end in spikes)
+    base = mean_rate * duration / (duration + (factor - 1.0) * spiked)
+    segments = [(0.0, base)]
+    for begin, end in spikes:
+        segments += [(begin, base * factor), (end, base)]
+    return _from_rate(_piecewise(segments), base * factor, duration, seed + 1)

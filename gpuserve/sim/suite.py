@@ -11,7 +11,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from gpuserve.sim.generators import bursty, diurnal, drift, flash_crowd
+from gpuserve.sim.generators import bursty, diurnal, drift, flash_crowd, periodic
 from gpuserve.sim.workload import TraceRequest, Workload, workload_from_trace
 
 BASE_RATE = 5.5  # req/s at 1x
@@ -89,5 +89,12 @@ SUITE: tuple[SuiteWorkload, ...] = (
         "drift",
         "log-rate random walk, one step per 30 s, within 0.5x-2x",
         lambda traces, load, seed: drift(mean_rate=BASE_RATE * load, duration=DURATION, seed=seed),
+    ),
+    SuiteWorkload(
+        "periodic",
+        "a 4x spike of 45-90 s every 5 minutes (start jittered by 30 s) on a steady base",
+        lambda traces, load, seed: periodic(
+            mean_rate=BASE_RATE * load, duration=DURATION, seed=seed
+        ),
     ),
 )

@@ -22,6 +22,7 @@ from gpuserve.sim.llm.cluster import (
     simulate_cluster,
 )
 from gpuserve.sim.llm.from_spec import fit_to_trace
+from gpuserve.sim.llm.lineup import compare
 from gpuserve.sim.llm.oracle import plan_oracle
 from gpuserve.sim.llm.scalers import GpuserveLLM, Static
 from gpuserve.sim.llm.traces import (
@@ -214,6 +215,26 @@ def test_the_oracle_plans_per_window_and_costs_no_more_than_static_at_its_peak()
     assert plan.plan[0] == 1 and max(plan.plan) >= 2
     assert run.attainment() >= 0.98
     assert run.gpu_hours < _static(trace, max(plan.plan)).gpu_hours
+
+
+def test_the_lineup_gives_gpuserve_the_scale_down_window_asked_for() -> None:
+    # A busy two minutes between quiet ones: gpuserve's replicas for the busy stretch go
+    # sooner with a 30-s stabilisation than with the API's 120 s; the baselines are the
+    # same either way.
+    quiet, busy = _chat(4.0, 120.0, seed=5), _chat(30.0, 120.0, seed=6)
+    after = _chat(4.0, 180.0, seed=7)
+    trace = TokenTrace(
+        "step",
+        quiet.requests
+        + tuple(replace(r, arrival_s=r.arrival_s + 120.0) for r in busy.requests)
+        + tuple(replace(r, arrival_s=r.arrival_s + 240.0) for r in after.requests),
+    )
+    config = ClusterConfig(PARAMS, OBJECTIVES, seed=1)
+    held = {e.name: e.run for e in compare(config, trace)}
+    short = {e.name: e.run for e in compare(config, trace, scale_down_window_s=30.0)}
+    assert short["gpuserve"].gpu_hours < held["gpuserve"].gpu_hours
+    for name in ("keda-waiting", "hpa-kv", "planner-like", "static-peak"):
+        assert short[name].gpu_hours == held[name].gpu_hours
 
 
 def test_the_oracle_adds_replicas_where_a_window_falls_short_in_context() -> None:

@@ -15,6 +15,7 @@ from gpuserve.sim.generators import (
     flash_crowd,
     in_spans,
     new_peaks,
+    periodic,
 )
 from gpuserve.sim.suite import AZURE, SUITE
 from gpuserve.sim.workload import parse_trace, poisson_workload
@@ -54,6 +55,21 @@ def test_diurnal_peaks_in_the_middle_and_drift_stays_within_a_factor_two() -> No
     walk = drift(mean_rate=10.0, duration=3600.0, seed=1)
     minutes = [walk.rate_between(t, t + 60.0) for t in range(0, 3540, 60)]
     assert min(minutes) > 4.0 and max(minutes) < 25.0
+
+
+def test_periodic_spikes_recur_once_a_period_at_the_factor_asked() -> None:
+    run = periodic(mean_rate=10.0, duration=3000.0, seed=2, period=300.0, factor=4.0)
+    assert abs(len(run.arrivals) / 3000.0 - 10.0) < 0.5  # the mean is the one asked for
+    tens = [run.rate_between(t, t + 10.0) for t in range(0, 3000, 10)]
+    base = statistics.median(tens)
+    spiking = [r > 2.5 * base for r in tens]
+    starts = [10 * i for i, on in enumerate(spiking) if on and (i == 0 or not spiking[i - 1])]
+    # One spike per period, each begun within a tenth of a period (and a bin) of its slot.
+    slots = {round((t - 150.0) / 300.0) for t in starts}
+    assert slots == set(range(10)) and len(starts) == 10
+    assert all(abs((t - 150.0) - 300.0 * round((t - 150.0) / 300.0)) <= 40.0 for t in starts)
+    peaks = [r for r, on in zip(tens, spiking, strict=True) if on]
+    assert 3.0 < statistics.median(peaks) / base < 5.0
 
 
 def test_the_suite_warms_each_workload_up_on_the_first_minute_of_its_source() -> None:

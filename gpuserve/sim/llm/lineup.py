@@ -14,6 +14,7 @@ from typing import Literal, get_args
 
 import numpy as np
 
+from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S
 from gpuserve.llm.capacity import LoadShape, replica_capacity
 from gpuserve.llm.deciding import LLMPolicy
 from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, ClusterScaler, simulate_cluster
@@ -92,8 +93,15 @@ def contender(
     return scaler
 
 
-def compare(config: ClusterConfig, trace: TokenTrace, *, window_s: float = 60.0) -> list[Entry]:
-    """The oracle first, then static at its peak, gpuserve and the baselines."""
+def compare(
+    config: ClusterConfig,
+    trace: TokenTrace,
+    *,
+    window_s: float = 60.0,
+    scale_down_window_s: float = SCALE_DOWN_WINDOW_S,
+) -> list[Entry]:
+    """The oracle first, then static at its peak, gpuserve and the baselines.
+    ``scale_down_window_s``: gpuserve's scaleDownStabilization (the baselines keep theirs)."""
     objectives = config.objectives
     started = time.perf_counter()
     plan, oracle_run, peak = plan_oracle(
@@ -102,7 +110,13 @@ def compare(config: ClusterConfig, trace: TokenTrace, *, window_s: float = 60.0)
     starts = start_cost_s(plan.plan, plan.window_s, config.startup_s) / 3600.0
     entries = [Entry("oracle", oracle_run, time.perf_counter() - started, starts)]
     most = 2 * peak
-    policy = LLMPolicy(objectives, config.params, max_replicas=most, startup_s=config.startup_s)
+    policy = LLMPolicy(
+        objectives,
+        config.params,
+        max_replicas=most,
+        startup_s=config.startup_s,
+        scale_down_window_s=scale_down_window_s,
+    )
     contenders = [contender(name, policy, trace, peak=peak) for name in SCALED]
     start = replace(config, initial_replicas=plan.plan[0])
     for scaler in contenders:
