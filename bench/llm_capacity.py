@@ -179,7 +179,8 @@ def workloads(minutes: float | None, *, vllm_default_chunks: bool = False) -> li
                 )
             )
     # Spikes that recur every 5 minutes (added 2026-11-27, unseen by the rule), at the
-    # rates of the smooth shapes: a 4x spike at 16 req/s needs five replicas.
+    # rates of the smooth shapes: the oracle needs 3 replicas in a spike at 16 req/s, 7 at
+    # 40 req/s.
     for rate in (16.0, 40.0):
         out.append(
             Workload(
