@@ -3,7 +3,6 @@ clean shutdown."""
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +25,7 @@ from e2e.triton import (
     write_model,
 )
 from e2e.triton.pbtxt import top_level_name
-from e2e.triton.process import pid_alive
+from e2e.triton.process import pid_alive, port_listening
 from e2e.triton.requests import infer_sleeper
 
 needs_triton = [
@@ -212,12 +211,6 @@ def test_config_validator_reports_each_error() -> None:
 
 
 # ----------------------------------------------------------------------------- lifecycle
-def _port_open(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
 @pytest.mark.triton
 @pytest.mark.skipif(not triton_available(), reason="nvidia-pytriton wheel not installed")
 def test_stop_leaves_no_process_and_frees_ports(tmp_path: Path) -> None:
@@ -226,14 +219,27 @@ def test_stop_leaves_no_process_and_frees_ports(tmp_path: Path) -> None:
     pids = server.process_group_pids()
     ports = (server.http_port, server.grpc_port, server.metrics_port)
     assert server.pid in pids and len(pids) >= 2, "expected tritonserver plus a Python stub"
-    assert all(_port_open(p) for p in ports)
+    assert all(port_listening(p) for p in ports)
     server.stop()
     assert not server.running
     assert [p for p in pids if pid_alive(p)] == []
-    assert not any(_port_open(p) for p in ports)
+    assert not any(port_listening(p) for p in ports)
     assert "successfully loaded 'sleeper'" in server.log_text()
     assert server.errors() == []  # the CPU-only start-up noise is filtered out
     assert server.stop() == server.exit_code  # idempotent
+
+
+@pytest.mark.triton
+@pytest.mark.skipif(not triton_available(), reason="nvidia-pytriton wheel not installed")
+def test_start_waits_for_metrics_only_where_they_are_served(tmp_path: Path) -> None:
+    # start() waits for the gRPC and metrics ports as well as HTTP readiness; with metrics
+    # turned off it must not wait for a port that never opens.
+    write_model(tmp_path, "sleeper", sleeper_config())
+    began = time.monotonic()
+    with TritonServer(tmp_path, extra_flags=["--allow-metrics", "false"]) as server:
+        assert server.is_ready() and port_listening(server.grpc_port)
+        assert not port_listening(server.metrics_port)
+    assert time.monotonic() - began < 30.0
 
 
 @pytest.mark.triton

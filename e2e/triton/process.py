@@ -28,6 +28,13 @@ def free_loopback_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def port_listening(port: int, *, timeout: float = 0.5) -> bool:
+    """Something accepts TCP connections on 127.0.0.1:``port``."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        return sock.connect_ex((LOOPBACK, port)) == 0
+
+
 def free_loopback_ports(count: int) -> list[int]:
     """``count`` distinct free loopback ports (sockets held together so they differ)."""
     socks: list[socket.socket] = []

@@ -11,6 +11,7 @@ process group (with its Python-backend stubs); ``stop()`` ends exactly that grou
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import subprocess
@@ -29,6 +30,7 @@ from e2e.triton.process import (
     group_members,
     http_status,
     http_text,
+    port_listening,
     start_process_group,
     stop_process_group,
 )
@@ -199,7 +201,7 @@ class TritonServer(StartStop):
                     self.errors(),
                     code,
                 )
-            if self.is_ready():
+            if self.is_ready() and self._listening():
                 return
             time.sleep(0.05)
         raise TritonStartError(
@@ -207,6 +209,18 @@ class TritonServer(StartStop):
             self.errors(),
             None,
         )
+
+    def _listening(self) -> bool:
+        """The gRPC and metrics ports accept connections too. Triton can answer ready over
+        HTTP before its metrics service listens: a scrape right after start() could find
+        nothing there (a clean-clone CI run did, 2026-11-27)."""
+        flags = self.extra_flags
+        # "--allow-metrics=false" or "--allow-metrics false" (getopt takes both).
+        values = [f.split("=", 1)[1] for f in flags if f.startswith("--allow-metrics=")]
+        values += [b for a, b in itertools.pairwise(flags) if a == "--allow-metrics"]
+        metrics_off = any(v.strip().lower() in ("false", "0") for v in values)
+        ports = [self.grpc_port] + ([] if metrics_off else [self.metrics_port])
+        return all(port_listening(p) for p in ports)
 
     def stop(self, timeout: float = 15.0) -> int | None:
         """SIGTERM to this server's PID, SIGKILL after ``timeout``; then ends any stub left in
