@@ -216,11 +216,13 @@ def test_config_validator_reports_each_error() -> None:
 def test_stop_leaves_no_process_and_frees_ports(tmp_path: Path) -> None:
     write_model(tmp_path, "sleeper", sleeper_config())
     server = TritonServer(tmp_path).start()
-    pids = server.process_group_pids()
-    ports = (server.http_port, server.grpc_port, server.metrics_port)
-    assert server.pid in pids and len(pids) >= 2, "expected tritonserver plus a Python stub"
-    assert all(port_listening(p) for p in ports)
-    server.stop()
+    try:
+        pids = server.process_group_pids()
+        ports = (server.http_port, server.grpc_port, server.metrics_port)
+        assert server.pid in pids and len(pids) >= 2, "expected tritonserver plus a Python stub"
+        assert all(port_listening(p) for p in ports)
+    finally:
+        server.stop()  # also when an assertion above fails: no server is left running
     assert not server.running
     assert [p for p in pids if pid_alive(p)] == []
     assert not any(port_listening(p) for p in ports)
