@@ -165,7 +165,9 @@ def workloads(minutes: float | None, *, vllm_default_chunks: bool = False) -> li
             )
         )
     # Smooth changes of level need more replicas than 8 req/s to show (one serves it).
-    for shape in (diurnal, drift):
+    # Periodic spikes (added 2026-11-27, unseen by the rule) run at the same rates: the
+    # oracle needs 3 replicas in a spike at 16 req/s, 7 at 40 req/s.
+    for shape in (diurnal, drift, periodic):
         for rate in (16.0, 40.0):
             out.append(
                 Workload(
@@ -178,19 +180,6 @@ def workloads(minutes: float | None, *, vllm_default_chunks: bool = False) -> li
                     ),
                 )
             )
-    # Spikes that recur every 5 minutes (added 2026-11-27, unseen by the rule), at the
-    # rates of the smooth shapes: the oracle needs 3 replicas in a spike at 16 req/s, 7 at
-    # 40 req/s.
-    for rate in (16.0, 40.0):
-        out.append(
-            Workload(
-                "periodic",
-                f"{rate:g}/s",
-                chat,
-                CHAT_SLO,
-                lambda s, r=rate: shaped_tokens(periodic, mix, mean_rate=r, duration=span, seed=s),
-            )
-        )
     return out
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S  # noqa: E402
 from gpuserve.sim.comparing import (  # noqa: E402
     COMPLIANCE_WINDOW,
     DEFAULT_LABEL,
@@ -86,7 +87,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--scale-down-window",
         type=float,
-        default=Setup().scale_down_window,
+        default=SCALE_DOWN_WINDOW_S,
         help="seconds: gpuserve's scaleDownStabilization (default: the API's default)",
     )
     return p.parse_args(argv)
@@ -278,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
             summary.append((spec.name, load, default, over, under, best_peer))
             sys.stdout.flush()
     held = ""
-    if setup.scale_down_window != Setup().scale_down_window:
+    if setup.scale_down_window != SCALE_DOWN_WINDOW_S:
         held = f"; gpuserve's scaleDownStabilization {setup.scale_down_window:g}s"
     print(f"\n## Summary ({args.seeds} seed(s), {time.perf_counter() - started:.0f}s{held})\n")
     print(
