@@ -6,7 +6,9 @@ here for LLM formats. Per evaluation:
 
 1. The token mix and prefix-hit rate of the stable window (``LoadShape``) give each class's
    sustainable rate per replica (``replica_capacity``), used up to ``utilization``.
-2. Demand is the stable request rate or, where the recent rate rises beyond its noise
+2. Demand is the stable arrival rate (requests that got their first token plus the
+   growth of the queue: under overload the first alone reads as what the replicas admit)
+   or, where the recent rate rises beyond its noise
    (Poisson's times the arrivals' index of dispersion, ``gpuserve.llm.dispersion``), the
    recent rate plus that rise carried one start-up time (``startup_s``) ahead; where the
    burst memory's per-minute levels rise steadily (``gpuserve.autoscaling.trend``: a
@@ -115,18 +117,21 @@ def decide_llm(
     # count is noisy, and each false rise buys a replica for a whole scale-down window.
     # The noise is Poisson's times the arrivals' measured dispersion: clumped arrivals
     # rise beyond Poisson noise with nothing to chase.
-    rise = recent.rate - stable.rate
-    noise = math.sqrt(max(recent.rate, stable.rate) / max(recent.window_s, 1e-9))
+    # Arrivals, not admissions: while the replicas are overloaded, the first-token rate
+    # is what they admit, and a spike would read as the capacity it overloads.
+    recent_rate, stable_rate = recent.arrival_rate, stable.arrival_rate
+    rise = recent_rate - stable_rate
+    noise = math.sqrt(max(recent_rate, stable_rate) / max(recent.window_s, 1e-9))
     dispersion = measured_dispersion(memory.dispersions, now)
     if rise > SURGE_Z * noise * math.sqrt(dispersion):
-        demand = recent.rate + rise * min(1.0, policy.startup_s / stable.window_s)
+        demand = recent_rate + rise * min(1.0, policy.startup_s / stable.window_s)
     else:
-        demand = stable.rate
+        demand = stable_rate
     # A rise too slow for the recent window to tell from noise shows in the minutes' levels:
     # the minute's rate stands half a window back, and a replica started now serves a
     # start-up later.
     trend = max(0.0, minute_trend(memory.surges, now, TREND_SPAN_S))
-    ahead = stable.rate + trend * (stable.window_s / 2 + policy.startup_s)
+    ahead = stable_rate + trend * (stable.window_s / 2 + policy.startup_s)
     trending = trend > 0 and ahead > demand
     if trending:
         demand = ahead
@@ -161,11 +166,11 @@ def decide_llm(
     # Against Poisson noise alone: on bursty traffic the rises a dispersion would explain
     # are the bursts to hold headroom for.
     surge = rise if rise > BURST_Z * noise else 0.0
-    surges = remember_minute(memory.surges, now, surge, stable.rate, memory_s=policy.burst_memory_s)
+    surges = remember_minute(memory.surges, now, surge, stable_rate, memory_s=policy.burst_memory_s)
     burst = burst_headroom(
-        surges, policy.startup_s, stable.rate, quantile=policy.objectives.quantile
+        surges, policy.startup_s, stable_rate, quantile=policy.objectives.quantile
     )
-    need_burst = replicas_for(stable.rate + burst, per_replica) if burst > 0 else 0
+    need_burst = replicas_for(stable_rate + burst, per_replica) if burst > 0 else 0
     signals.update(burstHeadroom=burst, needBurst=float(need_burst))
     if need_burst > need:
         need = need_burst
@@ -185,7 +190,7 @@ def decide_llm(
     # later. The 15-s rate rises beyond 2 sigma in some evaluation of most windows (one
     # every 5 s) on Poisson traffic alone; a rise that lasts is in the stable rate within
     # a minute, and one far beyond its noise is in the burst memory.
-    evidence = max(need_burst, replicas_for(stable.rate, per_replica))
+    evidence = max(need_burst, replicas_for(stable_rate, per_replica))
     since = now - policy.scale_down_window_s
     kept = (*((t, n) for t, n in memory.recommendations if t > since), (now, min(need, evidence)))
     # Until a whole window has been seen (a restarted operator), the current size counts
@@ -206,7 +211,7 @@ def decide_llm(
         dispersions=remember_dispersion(
             memory.dispersions,
             now,
-            dispersion_sample(recent.rate, recent.window_s, stable.rate, stable.window_s),
+            dispersion_sample(recent_rate, recent.window_s, stable_rate, stable.window_s),
             memory_s=policy.burst_memory_s,
         ),
     )

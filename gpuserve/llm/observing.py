@@ -177,6 +177,15 @@ class Observation:
     waiting: float
     kv_usage: float  # now, mean over replicas
     preemptions: float  # in the window
+    # requests/s the waiting queue grew by over the window (negative where it shrank)
+    queue_growth: float = 0.0
+
+    @property
+    def arrival_rate(self) -> float:
+        """Requests/s that arrived: those that got their first token plus the growth of
+        the queue. Under overload the first-token rate is what the replicas admit, not
+        what arrives: a spike to 4x the capacity reads as the capacity."""
+        return max(0.0, self.rate + self.queue_growth)
 
 
 def observe(earlier: VllmSnapshot, later: VllmSnapshot, quantile: float) -> Observation:
@@ -193,6 +202,7 @@ def observe(earlier: VllmSnapshot, later: VllmSnapshot, quantile: float) -> Obse
         return max(0.0, later.counters.get(name, 0.0) - earlier.counters.get(name, 0.0))
 
     ttft, tpot = grown(vllm.TIME_TO_FIRST_TOKEN.name), grown(vllm.TIME_PER_OUTPUT_TOKEN.name)
+    waiting = later.gauges.get(vllm.NUM_REQUESTS_WAITING.name, 0.0)
     prompts = grown("vllm:request_prompt_tokens")
     outputs = grown("vllm:request_generation_tokens")
     queried = increase(vllm.PREFIX_CACHE_QUERIES.name)
@@ -219,7 +229,8 @@ def observe(earlier: VllmSnapshot, later: VllmSnapshot, quantile: float) -> Obse
         tpot_high_s=None if tpot is None else tpot.quantile(quantile),
         tpot_mean_s=None if tpot is None else tpot.mean,
         running=later.gauges.get(vllm.NUM_REQUESTS_RUNNING.name, 0.0),
-        waiting=later.gauges.get(vllm.NUM_REQUESTS_WAITING.name, 0.0),
+        waiting=waiting,
         kv_usage=later.gauges.get(vllm.KV_CACHE_USAGE.name, 0.0),
         preemptions=increase(vllm.NUM_PREEMPTIONS.name),
+        queue_growth=(waiting - earlier.gauges.get(vllm.NUM_REQUESTS_WAITING.name, 0.0)) / window,
     )

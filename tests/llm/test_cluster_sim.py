@@ -218,16 +218,17 @@ def test_the_oracle_plans_per_window_and_costs_no_more_than_static_at_its_peak()
 
 
 def test_the_lineup_gives_gpuserve_the_scale_down_window_asked_for() -> None:
-    # A busy two minutes between quiet ones: gpuserve's replicas for the busy stretch go
+    # A busy four minutes between quiet ones (long enough to be chased, so the burst
+    # memory keeps no headroom for it): gpuserve's replicas for the busy stretch go
     # sooner with a 30-s stabilisation than with the API's 120 s; the baselines are the
     # same either way.
-    quiet, busy = _chat(4.0, 120.0, seed=5), _chat(30.0, 120.0, seed=6)
+    quiet, busy = _chat(4.0, 120.0, seed=5), _chat(30.0, 240.0, seed=6)
     after = _chat(4.0, 180.0, seed=7)
     trace = TokenTrace(
         "step",
         quiet.requests
         + tuple(replace(r, arrival_s=r.arrival_s + 120.0) for r in busy.requests)
-        + tuple(replace(r, arrival_s=r.arrival_s + 240.0) for r in after.requests),
+        + tuple(replace(r, arrival_s=r.arrival_s + 360.0) for r in after.requests),
     )
     config = ClusterConfig(PARAMS, OBJECTIVES, seed=1)
     held = {e.name: e.run for e in compare(config, trace)}

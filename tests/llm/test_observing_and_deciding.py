@@ -26,7 +26,9 @@ def _histogram(name: str, bounds: tuple[float, ...], values: list[float]) -> Sam
     return out
 
 
-def _scrape(prompts: list[float], ttfts: list[float], replica_kv: list[float]) -> Samples:
+def _scrape(
+    prompts: list[float], ttfts: list[float], replica_kv: list[float], waiting: float = 3.0
+) -> Samples:
     sizes = vllm.one_two_five_buckets(8192)
     samples = _histogram("vllm:request_prompt_tokens", sizes, prompts)
     samples += _histogram("vllm:request_generation_tokens", sizes, [100.0] * len(prompts))
@@ -36,7 +38,7 @@ def _scrape(prompts: list[float], ttfts: list[float], replica_kv: list[float]) -
         label = {"pod": f"p{i}"}
         samples += [
             (vllm.KV_CACHE_USAGE.name, label, kv),
-            (vllm.NUM_REQUESTS_WAITING.name, label, 3.0),
+            (vllm.NUM_REQUESTS_WAITING.name, label, waiting),
             (vllm.NUM_REQUESTS_RUNNING.name, label, 10.0),
         ]
     queried = sum(prompts)
@@ -64,9 +66,48 @@ def test_two_scrapes_give_the_windows_rate_mix_and_state() -> None:
     assert 2121 < seen.shape.prompt_rms < 2500  # the true root mean square is 2121
     assert seen.shape.prefix_hit_rate == pytest.approx(0.25)
     assert seen.kv_usage == pytest.approx(0.6) and seen.waiting == 6 and seen.running == 20
+    assert seen.arrival_rate == pytest.approx(3.0)  # the queue held 6 at both ends
     assert seen.ttft_high_s is not None and 0.75 < seen.ttft_high_s <= 1.0
     with pytest.raises(ValueError, match=r"later\.at"):
         observe(later, first, quantile=0.9)
+
+
+def test_arrivals_count_the_queue_growth_the_first_token_rate_cannot_show() -> None:
+    first = snapshot_from_samples(0.0, _scrape([300.0] * 10, [0.05] * 10, [0.2, 0.4]))
+    # 30 first tokens in 10 s while each replica's queue went from 3 to 18 requests.
+    later = snapshot_from_samples(
+        10.0, _scrape([300.0] * 40, [0.05] * 40, [0.9, 0.9], waiting=18.0)
+    )
+    seen = observe(first, later, quantile=0.9)
+    assert seen.rate == pytest.approx(3.0) and seen.queue_growth == pytest.approx(3.0)
+    assert seen.arrival_rate == pytest.approx(6.0)
+    # A queue draining faster than anything arrives is no negative demand.
+    drained = replace(seen, rate=1.0, queue_growth=-2.5)
+    assert drained.arrival_rate == 0.0
+
+
+def test_overloaded_replicas_are_sized_for_what_arrives_not_what_they_admit() -> None:
+    capacity = replica_capacity(POLICY.params, SHAPE, OBJECTIVES).rate
+    admitted = 2 * capacity  # two replicas, each admitting all it can
+    arriving = 8 * capacity
+    decisions = []
+    for growth in (0.0, arriving - admitted):
+        stable = replace(_seen(60.0, admitted), queue_growth=growth / 4)
+        recent = replace(_recent(60.0, admitted), queue_growth=growth)
+        decisions.append(
+            decide_llm(
+                policy=POLICY,
+                stable=stable,
+                recent=recent,
+                pools=_pools(2),
+                now=60.0,
+                memory=PolicyMemory(),
+            )
+        )
+    flat, growing = decisions
+    assert flat.desired_replicas == 2
+    assert growing.signals["demand"] >= arriving
+    assert growing.desired_replicas >= 8
 
 
 def test_a_window_whose_sums_went_down_measures_nothing_and_decides_without_error() -> None:

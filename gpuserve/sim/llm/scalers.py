@@ -164,7 +164,9 @@ class PlannerLike(ClusterScaler):
         expected = capacity.at_rate
         if last.ttft_high_s is not None and expected.ttft_s > 0:
             correction = max(correction, last.ttft_high_s / expected.ttft_s)
-        needed = last.rate / capacity.rate * min(correction, 2.0)
+        # The planner counts requests at its frontend as they arrive: what the replicas
+        # admitted plus the growth of their queues.
+        needed = last.arrival_rate / capacity.rate * min(correction, 2.0)
         return max(1, min(self.policy.max_replicas, math.ceil(needed - 1e-9)))
 
 
