@@ -149,6 +149,8 @@ def decide_llm(
         "prefixHitRate": shape.prefix_hit_rate,
         "kvUsage": recent.kv_usage,
         "waiting": recent.waiting,
+        "arrivalRate": recent_rate,  # the last 15 s: first tokens plus the queue's growth
+        "admittedRate": recent.rate,  # the last 15 s: first tokens alone
         "arrivalDispersion": dispersion,
         "levelTrend": trend,
     }

@@ -107,6 +107,9 @@ def test_overloaded_replicas_are_sized_for_what_arrives_not_what_they_admit() ->
     flat, growing = decisions
     assert flat.desired_replicas == 2
     assert growing.signals["demand"] >= arriving
+    # Status shows both, so a user sees what arrived against what the replicas took in.
+    assert growing.signals["arrivalRate"] == pytest.approx(arriving)
+    assert growing.signals["admittedRate"] == pytest.approx(admitted)
     assert growing.desired_replicas >= 8
 
 
