@@ -90,21 +90,10 @@ def test_overloaded_replicas_are_sized_for_what_arrives_not_what_they_admit() ->
     capacity = replica_capacity(POLICY.params, SHAPE, OBJECTIVES).rate
     admitted = 2 * capacity  # two replicas, each admitting all it can
     arriving = 8 * capacity
-    decisions = []
-    for growth in (0.0, arriving - admitted):
-        stable = replace(_seen(60.0, admitted), queue_growth=growth / 4)
-        recent = replace(_recent(60.0, admitted), queue_growth=growth)
-        decisions.append(
-            decide_llm(
-                policy=POLICY,
-                stable=stable,
-                recent=recent,
-                pools=_pools(2),
-                now=60.0,
-                memory=PolicyMemory(),
-            )
-        )
-    flat, growing = decisions
+    flat, growing = (
+        _decide_at(60.0, admitted, admitted, 2, PolicyMemory(), POLICY, growth=growth)
+        for growth in (0.0, arriving - admitted)
+    )
     assert flat.desired_replicas == 2
     assert growing.signals["demand"] >= arriving
     # Status shows both, so a user sees what arrived against what the replicas took in.
@@ -236,13 +225,22 @@ def _recent(at: float, rate: float) -> Observation:
 
 
 def _decide_at(
-    now: float, stable: float, recent: float, ready: int, memory: PolicyMemory, policy: LLMPolicy
+    now: float,
+    stable: float,
+    recent: float,
+    ready: int,
+    memory: PolicyMemory,
+    policy: LLMPolicy,
+    *,
+    growth: float = 0.0,
 ) -> Decision:
-    """One evaluation at ``now`` with a 60-s and a 15-s rate and ``ready`` replicas."""
+    """One evaluation at ``now`` with a 60-s and a 15-s first-token rate and ``ready``
+    replicas, the queue growing by ``growth`` req/s over the last 15 s (a quarter of that
+    over the minute)."""
     return decide_llm(
         policy=policy,
-        stable=_seen(now, stable),
-        recent=_recent(now, recent),
+        stable=replace(_seen(now, stable), queue_growth=growth / 4),
+        recent=replace(_recent(now, recent), queue_growth=growth),
         pools=_pools(ready),
         now=now,
         memory=memory,
