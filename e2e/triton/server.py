@@ -192,6 +192,7 @@ class TritonServer(StartStop):
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Waits (bounded) for readiness; raises TritonStartError on exit or timeout."""
         deadline = time.monotonic() + timeout
+        ports = self._served_ports()
         while time.monotonic() < deadline:
             code = self._proc.poll() if self._proc else None
             if code is not None:
@@ -201,7 +202,7 @@ class TritonServer(StartStop):
                     self.errors(),
                     code,
                 )
-            if self.is_ready() and self._listening():
+            if self.is_ready() and all(port_listening(p) for p in ports):
                 return
             time.sleep(0.05)
         raise TritonStartError(
@@ -210,17 +211,17 @@ class TritonServer(StartStop):
             None,
         )
 
-    def _listening(self) -> bool:
-        """The gRPC and metrics ports accept connections too. Triton can answer ready over
-        HTTP before its metrics service listens: a scrape right after start() could find
-        nothing there (a clean-clone CI run did, 2026-11-27)."""
+    def _served_ports(self) -> list[int]:
+        """The ports besides HTTP that readiness waits for: gRPC, and metrics unless the
+        flags turn them off. Triton can answer ready over HTTP before its metrics service
+        listens: a scrape right after start() could find nothing there (a clean-clone CI
+        run did, 2026-11-27)."""
         flags = self.extra_flags
         # "--allow-metrics=false" or "--allow-metrics false" (getopt takes both).
         values = [f.split("=", 1)[1] for f in flags if f.startswith("--allow-metrics=")]
         values += [b for a, b in itertools.pairwise(flags) if a == "--allow-metrics"]
         metrics_off = any(v.strip().lower() in ("false", "0") for v in values)
-        ports = [self.grpc_port] + ([] if metrics_off else [self.metrics_port])
-        return all(port_listening(p) for p in ports)
+        return [self.grpc_port] + ([] if metrics_off else [self.metrics_port])
 
     def stop(self, timeout: float = 15.0) -> int | None:
         """SIGTERM to this server's PID, SIGKILL after ``timeout``; then ends any stub left in
