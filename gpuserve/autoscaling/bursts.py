@@ -5,18 +5,24 @@ spells serves them (a surge that lasted longer was chased, and keeps no headroom
 scaling rules (the request rule in ``deciding`` and the LLM token rule in
 ``gpuserve.llm.deciding``) keep one record per minute of the largest surge
 measured, the demand it rose from and the mean demand, and hold the headroom those
-records call for, less what the miss budget of the planning quantile absorbs.
+records call for, less what the miss budget of the planning quantile absorbs. While a
+burst may be under way, ``BurstBound`` keeps that headroom from stacking on it where the
+bursts seen reached alike heights.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 # (start, largest surge, the level, the demand the largest surge rose from)
 Minutes = tuple[tuple[float, float, float, float], ...]
 MINUTE_S = 60.0
+# A rate past a bound by this many standard deviations of its Poisson noise is past it
+# (the surge tests' 4: a test run every evaluation must be strict).
+BEYOND_Z = 4.0
 # A per-minute record: its minute's start first.
 Record = TypeVar("Record", bound=tuple[float, ...])
 
@@ -76,31 +82,9 @@ def burst_headroom(minutes: Minutes, horizon: float, level: float, *, quantile: 
     ``quantile`` allows ``1 - quantile`` of the requests the memory covers to miss: the
     headroom covers every surge except the largest ones whose cost fits that budget
     together; a rare surge fits it only when the horizon is short against the memory (a
-    promotion). A rise that demand has stayed at since was a step, not a burst: a surge
-    counts only beyond the lowest demand of every later minute and now (a burst that went
-    away counts whole; a ramp that stayed is the level now). What demand stayed at is
-    counted from where the surge rose: a ramp's surge, measured against the demand a
-    start-up or two before it, rose from below the level of its own minute.
-
-    A surge that outlasted a start-up is no burst either, even once it has gone: where
-    demand stayed at half its height or more through each of the whole minutes after it
-    that span a start-up (and one more, for where in its minute it began), the replicas it
-    started served it, and a crowd seen once would otherwise hold its headroom for the rest
-    of the memory. Only what went away sooner cannot be chased.
+    promotion).
     """
-    surges: list[tuple[float, float]] = []
-    floor = level  # the lowest level from the record on to now
-    after: list[float] = []  # the levels of the minutes after the record, the nearest last
-    lasting = math.ceil(horizon / MINUTE_S) + 1
-    for _, v, d, rose_from in reversed(minutes):
-        kept = v - max(0.0, floor - rose_from)
-        stayed = after[-lasting:]
-        chased = len(stayed) == lasting and min(stayed) >= rose_from + v / 2.0
-        if kept > 0.0 and not chased:
-            surges.append((kept, d))
-        floor = min(floor, d)
-        after.append(d)
-    surges.sort(reverse=True)
+    surges = sorted(((v, d) for _, v, d, _ in _bursts(minutes, horizon, level)), reverse=True)
     allowed = (1.0 - quantile) * sum(d for _, _, d, _ in minutes) * MINUTE_S
     spent = 0.0
     for v, d in surges:
@@ -108,3 +92,95 @@ def burst_headroom(minutes: Minutes, horizon: float, level: float, *, quantile: 
         if spent > allowed:
             return v  # this surge and every smaller one are covered
     return 0.0
+
+
+def _bursts(
+    minutes: Minutes, horizon: float, level: float
+) -> list[tuple[float, float, float, float]]:
+    """The remembered surges that were bursts: (the minute's start, size, the minute's mean
+    demand, the demand it reached).
+
+    A rise that demand has stayed at since was a step, not a burst: a surge counts only
+    beyond the lowest demand of every later minute and now (a burst that went away counts
+    whole; a ramp that stayed is the level now). What demand stayed at is counted from
+    where the surge rose: a ramp's surge, measured against the demand a start-up or two
+    before it, rose from below the level of its own minute.
+
+    A surge that outlasted a start-up is no burst either, even once it has gone: where
+    demand stayed at half its height or more through each of the whole minutes after it
+    that span a start-up (and one more, for where in its minute it began), the replicas it
+    started served it, and a crowd seen once would otherwise hold its headroom for the rest
+    of the memory. Only what went away sooner cannot be chased.
+    """
+    bursts: list[tuple[float, float, float, float]] = []
+    floor = level  # the lowest level from the record on to now
+    after: list[float] = []  # the levels of the minutes after the record, the nearest last
+    lasting = math.ceil(horizon / MINUTE_S) + 1
+    for t, v, d, rose_from in reversed(minutes):
+        kept = v - max(0.0, floor - rose_from)
+        stayed = after[-lasting:]
+        chased = len(stayed) == lasting and min(stayed) >= rose_from + v / 2.0
+        if kept > 0.0 and not chased:
+            bursts.append((t, kept, d, rose_from + v))
+        floor = min(floor, d)
+        after.append(d)
+    return bursts
+
+
+@dataclass(frozen=True)
+class BurstBound:
+    """How far the headroom and a rise's extrapolation go while a burst may be under way.
+
+    Headroom is added to the level, and while a burst is under way the level already holds
+    it: held on top, the headroom provisions for that burst plus another as large. That is
+    right where bursts vary in height (one larger than any seen comes soon) and wasted
+    where they recur alike (scheduled spikes). The heights the earlier bursts reached say
+    which: the highest, stretched by its ratio to their median, bounds the next one
+    (``reach``). Alike heights put the bound near the highest; spread ones put it far off,
+    and the headroom stacks as it always did. A burst under way that goes past the bound
+    beyond its noise shows the heights are not alike: while it is recent, nothing is
+    bounded.
+    """
+
+    reach: float  # req/s the next burst is expected to reach; infinite with none seen
+    base: float  # req/s before the bursts recorded lately: what the headroom goes on
+    window_s: float  # what the rates are counted over (their Poisson noise follows it)
+
+    def passed(self, rate: float) -> bool:
+        """Whether a measured rate is past the reach beyond its own noise."""
+        return rate > self.reach + BEYOND_Z * math.sqrt(self.reach / self.window_s)
+
+    def provision(self, level: float, headroom: float) -> float:
+        """The rate to hold replicas for: the level plus the headroom, but no more than
+        the reach, unless the base plus the headroom is more (demand has grown since)."""
+        return min(level + headroom, max(self.reach, self.base + headroom))
+
+    def extrapolate(self, ahead: float, measured: float, level: float) -> float:
+        """A rise extrapolated to ``ahead``: a rise measured no further past the reach
+        than its noise is one of the bursts seen, and is not carried past their height."""
+        return ahead if self.passed(measured) else min(ahead, max(level, self.reach))
+
+
+def burst_bound(
+    minutes: Minutes,
+    now: float,
+    horizon: float,
+    level: float,
+    *,
+    recent_s: float,
+    window_s: float,
+) -> BurstBound:
+    """The bound from the bursts recorded more than ``recent_s`` seconds ago (one under
+    way is no evidence of how high it will go), unless a burst of the last ``recent_s``
+    seconds went past it, over the demand those recent bursts rose from (the level, a
+    mean, holds a burst until it has passed: ``recent_s`` spans a burst and that mean's
+    window)."""
+    heights = sorted(h for t, _, _, h in _bursts(minutes, horizon, level) if t <= now - recent_s)
+    median = heights[len(heights) // 2] if heights else 0.0
+    reach = heights[-1] * heights[-1] / median if median > 0.0 else math.inf
+    recent = [(v, b) for t, v, _, b in minutes if t > now - recent_s and v > 0.0]
+    bound = BurstBound(reach, min([level, *(b for _, b in recent)]), max(window_s, 1e-9))
+    if any(bound.passed(b + v) for v, b in recent):
+        # The burst under way went past it: the heights are not alike.
+        return replace(bound, reach=math.inf)
+    return bound

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from gpuserve.autoscaling.allocating import allocate, free_room
-from gpuserve.autoscaling.bursts import burst_headroom, remember_minute
+from gpuserve.autoscaling.bursts import MINUTE_S, burst_bound, burst_headroom, remember_minute
 from gpuserve.autoscaling.capacity import CapacityEstimate, replica_capacity
 from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory, added_up
@@ -151,10 +151,60 @@ def decide(
     level = max(demand.stable, demand.fitted) if config.lookahead else demand.stable
     rate_now = max(level, demand.panic) if panicking else level
     horizon = _startup_horizon(config, pools)
+    # Bursts faster than a cold start cannot be chased: keep headroom for the surges
+    # measured over the burst memory, less those whose excess fits the miss budget.
+    clearable = pools.serving_ready * reference.rate * reference.queue_budget
+    arriving = _queue_growth(history, clearable)
+    surge, rose_from = _surge(config, history, now, horizon, reference.rate, arriving)
+    clump = (
+        _clump(history, reference, pools.serving_ready, level)
+        if not (draining or panicking)
+        else 0.0
+    )
+    if clump > surge:  # a clump is measured beyond the level
+        recorded, rose_from = clump, demand.stable
+    else:
+        recorded = surge
+    surges = remember_minute(
+        memory.surges,
+        now,
+        recorded,
+        demand.stable,
+        rose_from=rose_from,
+        memory_s=config.burst_memory,
+    )
+    burst = burst_headroom(surges, horizon, level, quantile=config.plan_quantile)
+    # A burst lasts up to a start-up (or it is chased), the level holds it a window more,
+    # and its record may have begun up to a minute before it.
+    bound = burst_bound(
+        surges,
+        now,
+        horizon,
+        level,
+        recent_s=horizon + config.stable_window + MINUTE_S,
+        window_s=config.rate_window,
+    )
+    warm_pool: int | None = None
+    if config.warm_pool_auto:
+        # Standby pods answer a surge in a promotion instead of a cold start, so the miss
+        # budget lets serving pods keep less headroom; standby pods hold the rest.
+        promotion = _promotion_horizon(config, pools)
+        serving_burst = min(
+            burst, burst_headroom(surges, promotion, level, quantile=config.plan_quantile)
+        )
+        wanted_warm = _replicas_for_rate(
+            bound.provision(level, burst), caps, pools
+        ) - _replicas_for_rate(bound.provision(level, serving_burst), caps, pools)
+        ceiling = config.warm_pool_max if config.warm_pool_max is not None else config.max_replicas
+        warm_pool = max(0, min(ceiling, wanted_warm))
+        burst = serving_burst
+        signals["warmPool"] = float(warm_pool)
     # Growth expected before a pod started now is ready (rising trends only), capped at
     # doubling. Short bursts are not extrapolated: they revert as often as they grow.
     growth = min(max(0.0, demand.slope) * horizon, level) if config.lookahead else 0.0
     rate_ahead = level + growth
+    if burst > 0.0:
+        rate_ahead = bound.extrapolate(rate_ahead, demand.panic, level)
     need_now = _replicas_for_rate(rate_now, caps, pools)
     need_ahead = _replicas_for_rate(rate_ahead, caps, pools) - pools.warm_ready
     # Measured latency over budget: grow by the overshoot (at most 1.5x per round), once
@@ -184,46 +234,10 @@ def decide(
     # Recommendations kept for scale-down also cover the latest short-window demand: the
     # max over the window then remembers bursts the averaged demand smooths away.
     need_recent = _replicas_for_rate(demand.panic, caps, pools)
-    # Bursts faster than a cold start cannot be chased: keep headroom for the surges
-    # measured over the burst memory, less those whose excess fits the miss budget.
-    clearable = pools.serving_ready * reference.rate * reference.queue_budget
-    arriving = _queue_growth(history, clearable)
-    surge, rose_from = _surge(config, history, now, horizon, reference.rate, arriving)
-    clump = (
-        _clump(history, reference, pools.serving_ready, level)
-        if not (draining or panicking)
-        else 0.0
-    )
-    if clump > surge:  # a clump is measured beyond the level
-        recorded, rose_from = clump, demand.stable
-    else:
-        recorded = surge
-    surges = remember_minute(
-        memory.surges,
-        now,
-        recorded,
-        demand.stable,
-        rose_from=rose_from,
-        memory_s=config.burst_memory,
-    )
-    burst = burst_headroom(surges, horizon, level, quantile=config.plan_quantile)
-    warm_pool: int | None = None
-    if config.warm_pool_auto:
-        # Standby pods answer a surge in a promotion instead of a cold start, so the miss
-        # budget lets serving pods keep less headroom; standby pods hold the rest.
-        promotion = _promotion_horizon(config, pools)
-        serving_burst = min(
-            burst, burst_headroom(surges, promotion, level, quantile=config.plan_quantile)
-        )
-        wanted_warm = _replicas_for_rate(level + burst, caps, pools) - _replicas_for_rate(
-            level + serving_burst, caps, pools
-        )
-        ceiling = config.warm_pool_max if config.warm_pool_max is not None else config.max_replicas
-        warm_pool = max(0, min(ceiling, wanted_warm))
-        burst = serving_burst
-        signals["warmPool"] = float(warm_pool)
-    need_burst = _replicas_for_rate(level + burst, caps, pools) if burst > 0 else 0
+    need_burst = _replicas_for_rate(bound.provision(level, burst), caps, pools) if burst > 0 else 0
     signals.update(burstHeadroom=burst, needBurst=float(need_burst))
+    if math.isfinite(bound.reach):
+        signals["burstReach"] = bound.reach
     # Everything the evidence asks for now, before the bounds: its clamp is the target.
     wanted = max(needs.now, needs.queue, needs.latency, needs.ahead, need_burst)
     # Queue and latency needs answer a backlog: once it is drained they are no evidence of

@@ -35,7 +35,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from gpuserve.autoscaling.bursts import burst_headroom, remember_minute
+from gpuserve.autoscaling.bursts import MINUTE_S, burst_bound, burst_headroom, remember_minute
 from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S
 from gpuserve.autoscaling.deciding import finish_decision
 from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory
@@ -123,8 +123,27 @@ def decide_llm(
     rise = recent_rate - stable_rate
     noise = math.sqrt(max(recent_rate, stable_rate) / max(recent.window_s, 1e-9))
     dispersion = measured_dispersion(memory.dispersions, now)
+    # Against Poisson noise alone: on bursty traffic the rises a dispersion would explain
+    # are the bursts to hold headroom for.
+    surge = rise if rise > BURST_Z * noise else 0.0
+    surges = remember_minute(memory.surges, now, surge, stable_rate, memory_s=policy.burst_memory_s)
+    burst = burst_headroom(
+        surges, policy.startup_s, stable_rate, quantile=policy.objectives.quantile
+    )
+    # A burst lasts up to a start-up (or it is chased), the minute's rate holds it a
+    # window more, and its record may have begun up to a minute before it.
+    bound = burst_bound(
+        surges,
+        now,
+        policy.startup_s,
+        stable_rate,
+        recent_s=policy.startup_s + stable.window_s + MINUTE_S,
+        window_s=recent.window_s,
+    )
     if rise > SURGE_Z * noise * math.sqrt(dispersion):
         demand = recent_rate + rise * min(1.0, policy.startup_s / stable.window_s)
+        if burst > 0.0:
+            demand = bound.extrapolate(demand, recent_rate, recent_rate)
     else:
         demand = stable_rate
     # A rise too slow for the recent window to tell from noise shows in the minutes' levels:
@@ -165,15 +184,10 @@ def decide_llm(
     )
     if trending:
         reason += f"; demand rising {60 * trend:.2f} req/s a minute"
-    # Against Poisson noise alone: on bursty traffic the rises a dispersion would explain
-    # are the bursts to hold headroom for.
-    surge = rise if rise > BURST_Z * noise else 0.0
-    surges = remember_minute(memory.surges, now, surge, stable_rate, memory_s=policy.burst_memory_s)
-    burst = burst_headroom(
-        surges, policy.startup_s, stable_rate, quantile=policy.objectives.quantile
-    )
-    need_burst = replicas_for(stable_rate + burst, per_replica) if burst > 0 else 0
+    need_burst = replicas_for(bound.provision(stable_rate, burst), per_replica) if burst > 0 else 0
     signals.update(burstHeadroom=burst, needBurst=float(need_burst))
+    if math.isfinite(bound.reach):
+        signals["burstReach"] = bound.reach
     if need_burst > need:
         need = need_burst
         reason += f"; {burst:.2f} req/s of burst headroom"

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 from policy_helpers import capacity, config, history, pools
 
 from gpuserve.autoscaling import Decision, PolicyMemory, decide
-from gpuserve.autoscaling.bursts import burst_headroom, remember_minute
+from gpuserve.autoscaling.bursts import BurstBound, burst_bound, burst_headroom, remember_minute
 
 NOW = 300.0
 
@@ -350,3 +352,66 @@ def test_a_surge_that_outlasted_a_start_up_was_chased_and_keeps_no_headroom() ->
     # Demand that stayed at less than half the rise is a burst that went away.
     halfway = tuple((t, v, 12.0 if 0 < t < 180 else d, b) for t, v, d, b in memory(2))
     assert burst_headroom(halfway, 45.0, 5.0, quantile=0.99) == pytest.approx(15.0)
+
+
+def spikes(heights: list[float], level: float) -> Minutes:
+    """30 minutes of records at ``level``, a spike rising from it to each of ``heights``
+    in turn, one every 5 minutes (the newest 5 minutes ago)."""
+    records = list(minutes(0.0, level, 30))
+    for i, height in enumerate(heights):
+        t, _, d, b = records[-5 * (len(heights) - i) - 1]
+        records[-5 * (len(heights) - i) - 1] = (t, height - level, d, b)
+    return tuple(records)
+
+
+def bound_of(records: Minutes, level: float) -> BurstBound:
+    """The bound at ``NOW`` for a 45-s start-up, a 60-s level and 20-s rates."""
+    return burst_bound(records, NOW, 45.0, level, recent_s=165.0, window_s=20.0)
+
+
+def test_the_bound_sits_near_alike_bursts_heights_and_far_off_spread_ones() -> None:
+    alike = bound_of(spikes([4.0, 3.8, 4.2, 4.0], 1.0), 1.0)
+    spread = bound_of(spikes([1.5, 2.0, 3.5, 6.0], 1.0), 1.0)
+    assert alike.reach == pytest.approx(4.2 * 4.2 / 4.0)
+    assert spread.reach == pytest.approx(6.0 * 6.0 / 3.5)
+    # A burst under way that goes past the reach shows the heights are not alike.
+    beyond = (*spikes([4.0, 3.8], 1.0)[:-1], (NOW - 30.0, 6.0, 6.0, 1.0))
+    assert bound_of(beyond, 6.0).reach == math.inf
+    # No burst on record: nothing bounds the headroom.
+    assert bound_of(minutes(0.0, 1.0, 30), 1.0).reach == math.inf
+    # Between spikes (the level at the base) the bound changes nothing.
+    assert alike.provision(1.0, 3.2) == pytest.approx(4.2)
+    # A burst recorded within ``recent_s`` may be the one under way: it sets the base
+    # the headroom goes on, not the reach.
+    under_way = (*spikes([4.0, 3.8], 1.0)[:-1], (NOW - 30.0, 3.0, 3.5, 1.0))
+    bound = bound_of(under_way, 3.5)
+    assert bound.reach == pytest.approx(4.0 * 4.0 / 4.0) and bound.base == 1.0
+    assert bound.provision(3.5, 3.0) == pytest.approx(4.0)  # not 3.5 + 3
+    # Demand that grew since the bursts carries the headroom on its new base.
+    assert replace(bound, base=3.0).provision(3.5, 3.0) == pytest.approx(6.0)
+
+
+def test_a_rise_is_extrapolated_past_the_reach_only_once_it_measures_beyond() -> None:
+    bound = BurstBound(reach=4.0, base=1.0, window_s=20.0)  # noise: 4 sd of 0.45
+    assert bound.extrapolate(7.0, 3.5, 3.0) == 4.0  # one of the spikes seen
+    assert bound.extrapolate(7.0, 5.5, 3.0) == 4.0  # past the reach within its noise
+    assert bound.extrapolate(9.0, 6.0, 4.5) == 9.0  # higher than any: a crowd, chased
+    assert bound.extrapolate(3.0, 2.0, 2.0) == 3.0  # below the reach: unchanged
+    assert BurstBound(math.inf, 1.0, 20.0).extrapolate(9.0, 4.5, 4.5) == 9.0
+
+
+def test_a_spike_under_way_as_high_as_those_before_it_gets_no_headroom_on_top() -> None:
+    """Scheduled spikes (``periodic``): while one is in the level, the headroom for the
+    next no longer stacks on it (the default held 5 pods where 3 served); bursts of
+    spread heights keep the stacked headroom, which serves a larger one landing on one."""
+    cap = capacity()
+
+    def under_way(heights: list[float]) -> Decision:
+        records = (*spikes(heights, cap)[:-1], (NOW - 30.0, 2.4 * cap, 3.5 * cap, cap))
+        return decide_on(3.5 * cap, serving=4, memory=PolicyMemory(since=0.0, surges=records))
+
+    alike = under_way([3.5 * cap, 3.4 * cap, 3.5 * cap])
+    assert alike.signals["burstHeadroom"] == pytest.approx(2.5 * cap)
+    assert alike.signals["needBurst"] == 4  # the spikes' height, not 3.5 + 2.5 pods' worth
+    spread = under_way([1.5 * cap, 2.0 * cap, 3.5 * cap])
+    assert spread.signals["needBurst"] == 6

@@ -362,3 +362,20 @@ def test_a_slow_ramp_is_carried_a_start_up_ahead_and_a_flat_or_jumping_one_is_no
         POLICY,
     )
     assert jumped.signals["levelTrend"] == 0.0
+
+
+def test_a_recurring_spike_under_way_is_held_at_its_height_not_stacked() -> None:
+    """Spikes of one height every 5 minutes, one under way: the minute's rate holds it, and
+    the headroom for the next goes on the rate it rose from (the rule held the spike plus
+    another as large, and static provisioning at the peak cost less)."""
+    per_replica = replica_capacity(POLICY.params, SHAPE, OBJECTIVES).rate * POLICY.utilization
+    base, height = 0.5 * per_replica, 3.5 * per_replica
+    records = [
+        (float(t), height - base if t % 300 == 0 else 0.0, base, base) for t in range(-1800, 0, 60)
+    ]
+    records.append((-30.0, height - base, height, base))  # the spike under way
+    memory = PolicyMemory(since=-2000.0, surges=tuple(records))
+    decision = _decide_at(0.0, height, height, 4, memory, POLICY)
+    assert decision.signals["burstHeadroom"] == pytest.approx(height - base)
+    assert decision.signals["needBurst"] == 4  # the spikes' height, not 3.5 + 3 replicas'
+    assert decision.desired_replicas == 4
