@@ -167,14 +167,18 @@ def burst_bound(
     horizon: float,
     level: float,
     *,
-    recent_s: float,
+    level_window_s: float,
     window_s: float,
 ) -> BurstBound:
-    """The bound from the bursts recorded more than ``recent_s`` seconds ago (one under
-    way is no evidence of how high it will go), unless a burst of the last ``recent_s``
-    seconds went past it, over the demand those recent bursts rose from (the level, a
-    mean, holds a burst until it has passed: ``recent_s`` spans a burst and that mean's
-    window)."""
+    """The bound from the bursts recorded before the recent span (one under way is no
+    evidence of how high it will go), unless a burst of that span went past it, over the
+    demand those recent bursts rose from.
+
+    The recent span is where a burst may still be in the level: a burst lasts up to a
+    start-up (``horizon``; longer, it is chased), the level (a mean over
+    ``level_window_s``) holds it that much longer, and its record may have begun up to a
+    minute before it. ``window_s`` is what the rates are counted over."""
+    recent_s = horizon + level_window_s + MINUTE_S
     heights = sorted(h for t, _, _, h in _bursts(minutes, horizon, level) if t <= now - recent_s)
     median = heights[len(heights) // 2] if heights else 0.0
     reach = heights[-1] * heights[-1] / median if median > 0.0 else math.inf

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from gpuserve.autoscaling.allocating import allocate, free_room
-from gpuserve.autoscaling.bursts import MINUTE_S, burst_bound, burst_headroom, remember_minute
+from gpuserve.autoscaling.bursts import burst_bound, burst_headroom, remember_minute
 from gpuserve.autoscaling.capacity import CapacityEstimate, replica_capacity
 from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory, added_up
@@ -174,14 +174,12 @@ def decide(
         memory_s=config.burst_memory,
     )
     burst = burst_headroom(surges, horizon, level, quantile=config.plan_quantile)
-    # A burst lasts up to a start-up (or it is chased), the level holds it a window more,
-    # and its record may have begun up to a minute before it.
     bound = burst_bound(
         surges,
         now,
         horizon,
         level,
-        recent_s=horizon + config.stable_window + MINUTE_S,
+        level_window_s=config.stable_window,
         window_s=config.rate_window,
     )
     warm_pool: int | None = None

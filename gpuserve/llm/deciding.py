@@ -35,7 +35,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from gpuserve.autoscaling.bursts import MINUTE_S, burst_bound, burst_headroom, remember_minute
+from gpuserve.autoscaling.bursts import burst_bound, burst_headroom, remember_minute
 from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S
 from gpuserve.autoscaling.deciding import finish_decision
 from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory
@@ -130,14 +130,12 @@ def decide_llm(
     burst = burst_headroom(
         surges, policy.startup_s, stable_rate, quantile=policy.objectives.quantile
     )
-    # A burst lasts up to a start-up (or it is chased), the minute's rate holds it a
-    # window more, and its record may have begun up to a minute before it.
     bound = burst_bound(
         surges,
         now,
         policy.startup_s,
         stable_rate,
-        recent_s=policy.startup_s + stable.window_s + MINUTE_S,
+        level_window_s=stable.window_s,
         window_s=recent.window_s,
     )
     if rise > SURGE_Z * noise * math.sqrt(dispersion):

@@ -365,8 +365,9 @@ def spikes(heights: list[float], level: float) -> Minutes:
 
 
 def bound_of(records: Minutes, level: float) -> BurstBound:
-    """The bound at ``NOW`` for a 45-s start-up, a 60-s level and 20-s rates."""
-    return burst_bound(records, NOW, 45.0, level, recent_s=165.0, window_s=20.0)
+    """The bound at ``NOW`` for a 45-s start-up, a 60-s level and 20-s rates (a burst
+    recorded in the last 165 s may be under way)."""
+    return burst_bound(records, NOW, 45.0, level, level_window_s=60.0, window_s=20.0)
 
 
 def test_the_bound_sits_near_alike_bursts_heights_and_far_off_spread_ones() -> None:
@@ -381,7 +382,7 @@ def test_the_bound_sits_near_alike_bursts_heights_and_far_off_spread_ones() -> N
     assert bound_of(minutes(0.0, 1.0, 30), 1.0).reach == math.inf
     # Between spikes (the level at the base) the bound changes nothing.
     assert alike.provision(1.0, 3.2) == pytest.approx(4.2)
-    # A burst recorded within ``recent_s`` may be the one under way: it sets the base
+    # A burst recorded in the recent span may be the one under way: it sets the base
     # the headroom goes on, not the reach.
     under_way = (*spikes([4.0, 3.8], 1.0)[:-1], (NOW - 30.0, 3.0, 3.5, 1.0))
     bound = bound_of(under_way, 3.5)
