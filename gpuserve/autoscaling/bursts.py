@@ -152,8 +152,10 @@ class BurstBound:
 
     def provision(self, level: float, headroom: float) -> float:
         """The rate to hold replicas for: the level plus the headroom, but no more than
-        the reach, unless the base plus the headroom is more (demand has grown since)."""
-        return min(level + headroom, max(self.reach, self.base + headroom))
+        the reach, unless the base plus the headroom is more (demand has grown since),
+        and never less than the level (the automatic warm pool subtracts two of these:
+        under the level, it kept standby pods for headroom the serving pods hold)."""
+        return max(level, min(level + headroom, max(self.reach, self.base + headroom)))
 
     def extrapolate(self, ahead: float, measured: float, level: float) -> float:
         """A rise extrapolated to ``ahead``: a rise measured no further past the reach

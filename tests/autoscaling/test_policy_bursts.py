@@ -390,6 +390,8 @@ def test_the_bound_sits_near_alike_bursts_heights_and_far_off_spread_ones() -> N
     assert bound.provision(3.5, 3.0) == pytest.approx(4.0)  # not 3.5 + 3
     # Demand that grew since the bursts carries the headroom on its new base.
     assert replace(bound, base=3.0).provision(3.5, 3.0) == pytest.approx(6.0)
+    # A level above the reach (a lookahead past it) is held whatever the headroom.
+    assert bound.provision(7.0, 0.0) == bound.provision(7.0, 5.0) == pytest.approx(7.0)
 
 
 def test_a_rise_is_extrapolated_past_the_reach_only_once_it_measures_beyond() -> None:
