@@ -84,7 +84,7 @@ def burst_headroom(minutes: Minutes, horizon: float, level: float, *, quantile: 
     together; a rare surge fits it only when the horizon is short against the memory (a
     promotion).
     """
-    surges = sorted(((v, d) for _, v, d, _ in _bursts(minutes, horizon, level)), reverse=True)
+    surges = sorted(((v, d) for _, v, d, _, _ in _bursts(minutes, horizon, level)), reverse=True)
     allowed = (1.0 - quantile) * sum(d for _, _, d, _ in minutes) * MINUTE_S
     spent = 0.0
     for v, d in surges:
@@ -96,9 +96,9 @@ def burst_headroom(minutes: Minutes, horizon: float, level: float, *, quantile: 
 
 def _bursts(
     minutes: Minutes, horizon: float, level: float
-) -> list[tuple[float, float, float, float]]:
+) -> list[tuple[float, float, float, float, float]]:
     """The remembered surges that were bursts: (the minute's start, size, the minute's mean
-    demand, the demand it reached).
+    demand, the demand it rose from, the demand it reached).
 
     A rise that demand has stayed at since was a step, not a burst: a surge counts only
     beyond the lowest demand of every later minute and now (a burst that went away counts
@@ -112,7 +112,7 @@ def _bursts(
     started served it, and a crowd seen once would otherwise hold its headroom for the rest
     of the memory. Only what went away sooner cannot be chased.
     """
-    bursts: list[tuple[float, float, float, float]] = []
+    bursts: list[tuple[float, float, float, float, float]] = []
     floor = level  # the lowest level from the record on to now
     after: list[float] = []  # the levels of the minutes after the record, the nearest last
     lasting = math.ceil(horizon / MINUTE_S) + 1
@@ -121,7 +121,7 @@ def _bursts(
         stayed = after[-lasting:]
         chased = len(stayed) == lasting and min(stayed) >= rose_from + v / 2.0
         if kept > 0.0 and not chased:
-            bursts.append((t, kept, d, rose_from + v))
+            bursts.append((t, kept, d, rose_from, rose_from + v))
         floor = min(floor, d)
         after.append(d)
     return bursts
@@ -129,21 +129,23 @@ def _bursts(
 
 @dataclass(frozen=True)
 class BurstBound:
-    """How far the headroom and a rise's extrapolation go while a burst may be under way.
+    """How far the headroom and a rise's extrapolation go: the height the next burst is
+    expected to reach.
 
-    Headroom is added to the level, and while a burst is under way the level already holds
-    it: held on top, the headroom provisions for that burst plus another as large. That is
-    right where bursts vary in height (one larger than any seen comes soon) and wasted
-    where they recur alike (scheduled spikes). The heights the earlier bursts reached say
-    which: the highest, stretched by its ratio to their median, bounds the next one
-    (``reach``). Alike heights put the bound near the highest; spread ones put it far off,
-    and the headroom stacks as it always did. A burst under way that goes past the bound
-    beyond its noise shows the heights are not alike: while it is recent, nothing is
-    bounded.
+    Headroom is added to the level. That is right where bursts vary in height (one larger
+    than any seen comes soon) and wasted where they recur alike (scheduled spikes): there,
+    the level plus the largest rise seen provisions past the height they all reach
+    whenever the level is up by a little noise, and while a burst is under way the level
+    already holds it, so the headroom on top provisions for that burst plus another as
+    large. The heights the earlier bursts reached say which: the highest, less what its
+    own noise explains of its lead over their median and stretched by its ratio to that
+    median, bounds the next one (``reach``), shifted by how far demand grew since they
+    rose. Alike heights put the bound near them; spread ones put it far off, and the
+    headroom stacks as it always did. A burst under way that goes past the bound beyond
+    its noise shows the heights are not alike: while it is recent, nothing is bounded.
     """
 
     reach: float  # req/s the next burst is expected to reach; infinite with none seen
-    base: float  # req/s before the bursts recorded lately: what the headroom goes on
     window_s: float  # what the rates are counted over (their Poisson noise follows it)
 
     def passed(self, rate: float) -> bool:
@@ -152,10 +154,9 @@ class BurstBound:
 
     def provision(self, level: float, headroom: float) -> float:
         """The rate to hold replicas for: the level plus the headroom, but no more than
-        the reach, unless the base plus the headroom is more (demand has grown since),
-        and never less than the level (the automatic warm pool subtracts two of these:
-        under the level, it kept standby pods for headroom the serving pods hold)."""
-        return max(level, min(level + headroom, max(self.reach, self.base + headroom)))
+        the reach, and never less than the level (the automatic warm pool subtracts two of
+        these: under the level, it kept standby pods for headroom the serving pods hold)."""
+        return max(level, min(level + headroom, self.reach))
 
     def extrapolate(self, ahead: float, measured: float, level: float) -> float:
         """A rise extrapolated to ``ahead``: a rise measured no further past the reach
@@ -173,19 +174,32 @@ def burst_bound(
     window_s: float,
 ) -> BurstBound:
     """The bound from the bursts recorded before the recent span (one under way is no
-    evidence of how high it will go), unless a burst of that span went past it, over the
-    demand those recent bursts rose from.
+    evidence of how high it will go), unless a burst of that span went past it.
 
     The recent span is where a burst may still be in the level: a burst lasts up to a
     start-up (``horizon``; longer, it is chased), the level (a mean over
     ``level_window_s``) holds it that much longer, and its record may have begun up to a
-    minute before it. ``window_s`` is what the rates are counted over."""
+    minute before it. The demand now is the level, or within that span what the recent
+    bursts rose from; past the demand the earlier bursts rose from (their median), the
+    reach moves up with it. ``window_s`` is what the rates are counted over."""
+    window = max(window_s, 1e-9)
     recent_s = horizon + level_window_s + MINUTE_S
-    heights = sorted(h for t, _, _, h in _bursts(minutes, horizon, level) if t <= now - recent_s)
-    median = heights[len(heights) // 2] if heights else 0.0
-    reach = heights[-1] * heights[-1] / median if median > 0.0 else math.inf
+    before = [(b, h) for t, _, _, b, h in _bursts(minutes, horizon, level) if t <= now - recent_s]
     recent = [(v, b) for t, v, _, b in minutes if t > now - recent_s and v > 0.0]
-    bound = BurstBound(reach, min([level, *(b for _, b in recent)]), max(window_s, 1e-9))
+    if not before:
+        return BurstBound(math.inf, window)
+    heights = sorted(h for _, h in before)
+    median = heights[len(heights) // 2]
+    # Each height is a noisy maximum, and the largest of n of them leads their median by
+    # about sqrt(2 ln n) standard deviations of that noise alone (the expected maximum of
+    # n normal draws): that much of the highest one's lead is no spread of the bursts.
+    lead = math.sqrt(2.0 * math.log(max(2, len(heights))))
+    top = max(median, heights[-1] - lead * math.sqrt(heights[-1] / window))
+    rose = sorted(b for b, _ in before)[len(before) // 2]
+    demand = min([level, *(b for _, b in recent)])
+    # Growth within the level's own noise is no growth: the reach would move with it.
+    grown = demand - rose - BEYOND_Z * math.sqrt(rose / max(level_window_s, 1e-9))
+    bound = BurstBound(top * top / median + max(0.0, grown), window)
     if any(bound.passed(b + v) for v, b in recent):
         # The burst under way went past it: the heights are not alike.
         return replace(bound, reach=math.inf)

@@ -197,12 +197,20 @@ def decide(
         warm_pool = max(0, min(ceiling, wanted_warm))
         burst = serving_burst
         signals["warmPool"] = float(warm_pool)
+    rate_recent = demand.panic
+    if burst > 0.0:
+        # A rate measured within its noise of the height the bursts seen reached is one
+        # of them: what served them serves it, so neither the rate nor a line fitted
+        # through its rise asks for more (its extrapolation neither, below).
+        level = bound.extrapolate(level, demand.panic, demand.stable)
+        rate_now = bound.extrapolate(rate_now, demand.panic, demand.stable)
+        rate_recent = bound.extrapolate(rate_recent, demand.panic, demand.stable)
     # Growth expected before a pod started now is ready (rising trends only), capped at
     # doubling. Short bursts are not extrapolated: they revert as often as they grow.
     growth = min(max(0.0, demand.slope) * horizon, level) if config.lookahead else 0.0
     rate_ahead = level + growth
     if burst > 0.0:
-        rate_ahead = bound.extrapolate(rate_ahead, demand.panic, level)
+        rate_ahead = bound.extrapolate(rate_ahead, demand.panic, demand.stable)
     need_now = _replicas_for_rate(rate_now, caps, pools)
     need_ahead = _replicas_for_rate(rate_ahead, caps, pools) - pools.warm_ready
     # Measured latency over budget: grow by the overshoot (at most 1.5x per round), once
@@ -231,7 +239,7 @@ def decide(
     # as soon as the trend does instead of a whole window later.
     # Recommendations kept for scale-down also cover the latest short-window demand: the
     # max over the window then remembers bursts the averaged demand smooths away.
-    need_recent = _replicas_for_rate(demand.panic, caps, pools)
+    need_recent = _replicas_for_rate(rate_recent, caps, pools)
     need_burst = _replicas_for_rate(bound.provision(level, burst), caps, pools) if burst > 0 else 0
     signals.update(burstHeadroom=burst, needBurst=float(need_burst))
     if math.isfinite(bound.reach):

@@ -141,7 +141,9 @@ def decide_llm(
     if rise > SURGE_Z * noise * math.sqrt(dispersion):
         demand = recent_rate + rise * min(1.0, policy.startup_s / stable.window_s)
         if burst > 0.0:
-            demand = bound.extrapolate(demand, recent_rate, recent_rate)
+            # A rate within its noise of the height the bursts seen reached is one of
+            # them: neither it nor its extrapolation asks for more than that height.
+            demand = bound.extrapolate(demand, recent_rate, stable_rate)
     else:
         demand = stable_rate
     # A rise too slow for the recent window to tell from noise shows in the minutes' levels:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
 
 import pytest
 from policy_helpers import capacity, config, history, pools
@@ -373,34 +372,44 @@ def bound_of(records: Minutes, level: float) -> BurstBound:
 def test_the_bound_sits_near_alike_bursts_heights_and_far_off_spread_ones() -> None:
     alike = bound_of(spikes([4.0, 3.8, 4.2, 4.0], 1.0), 1.0)
     spread = bound_of(spikes([1.5, 2.0, 3.5, 6.0], 1.0), 1.0)
-    assert alike.reach == pytest.approx(4.2 * 4.2 / 4.0)
-    assert spread.reach == pytest.approx(6.0 * 6.0 / 3.5)
+    # The largest of 4 noisy heights leads their median by sqrt(2 ln 4) = 1.67 standard
+    # deviations of a 20-s rate's noise alone: 4.2's lead over 4.0 is within it (0.76).
+    assert alike.reach == pytest.approx(4.0)
+    # 6.0 leads 3.5 by more: less that noise, stretched by its ratio to the median.
+    top = 6.0 - math.sqrt(2.0 * math.log(4.0)) * math.sqrt(6.0 / 20.0)
+    assert spread.reach == pytest.approx(top * top / 3.5)
+    assert spread.reach > 6.0
     # A burst under way that goes past the reach shows the heights are not alike.
     beyond = (*spikes([4.0, 3.8], 1.0)[:-1], (NOW - 30.0, 6.0, 6.0, 1.0))
     assert bound_of(beyond, 6.0).reach == math.inf
     # No burst on record: nothing bounds the headroom.
     assert bound_of(minutes(0.0, 1.0, 30), 1.0).reach == math.inf
-    # Between spikes (the level at the base) the bound changes nothing.
-    assert alike.provision(1.0, 3.2) == pytest.approx(4.2)
-    # A burst recorded in the recent span may be the one under way: it sets the base
-    # the headroom goes on, not the reach.
+    # Between spikes, the level and the largest rise seen (3.2, a noisy maximum) reach
+    # past the height the spikes reached; the headroom stops there.
+    assert alike.provision(1.0, 3.2) == pytest.approx(4.0)
+    assert alike.provision(1.0, 2.5) == pytest.approx(3.5)
+    # A burst recorded in the recent span may be the one under way: not the reach's
+    # evidence, and the headroom on the level that holds it stops at the reach.
     under_way = (*spikes([4.0, 3.8], 1.0)[:-1], (NOW - 30.0, 3.0, 3.5, 1.0))
     bound = bound_of(under_way, 3.5)
-    assert bound.reach == pytest.approx(4.0 * 4.0 / 4.0) and bound.base == 1.0
+    assert bound.reach == pytest.approx(4.0)
     assert bound.provision(3.5, 3.0) == pytest.approx(4.0)  # not 3.5 + 3
-    # Demand that grew since the bursts carries the headroom on its new base.
-    assert replace(bound, base=3.0).provision(3.5, 3.0) == pytest.approx(6.0)
+    # Demand that grew since the bursts rose (from 1.0) moves the reach up with it,
+    # less the level's own noise (4 sd of a 60-s mean of 1 req/s); noise moves nothing.
+    grown = bound_of(spikes([4.0, 3.8, 4.2, 4.0], 1.0), 3.0)
+    assert grown.reach == pytest.approx(4.0 + 2.0 - 4.0 * math.sqrt(1.0 / 60.0))
+    assert bound_of(spikes([4.0, 3.8, 4.2, 4.0], 1.0), 1.4).reach == pytest.approx(4.0)
     # A level above the reach (a lookahead past it) is held whatever the headroom.
     assert bound.provision(7.0, 0.0) == bound.provision(7.0, 5.0) == pytest.approx(7.0)
 
 
 def test_a_rise_is_extrapolated_past_the_reach_only_once_it_measures_beyond() -> None:
-    bound = BurstBound(reach=4.0, base=1.0, window_s=20.0)  # noise: 4 sd of 0.45
+    bound = BurstBound(reach=4.0, window_s=20.0)  # noise: 4 sd of 0.45
     assert bound.extrapolate(7.0, 3.5, 3.0) == 4.0  # one of the spikes seen
     assert bound.extrapolate(7.0, 5.5, 3.0) == 4.0  # past the reach within its noise
     assert bound.extrapolate(9.0, 6.0, 4.5) == 9.0  # higher than any: a crowd, chased
     assert bound.extrapolate(3.0, 2.0, 2.0) == 3.0  # below the reach: unchanged
-    assert BurstBound(math.inf, 1.0, 20.0).extrapolate(9.0, 4.5, 4.5) == 9.0
+    assert BurstBound(math.inf, 20.0).extrapolate(9.0, 4.5, 4.5) == 9.0
 
 
 def test_a_spike_under_way_as_high_as_those_before_it_gets_no_headroom_on_top() -> None:
@@ -416,5 +425,38 @@ def test_a_spike_under_way_as_high_as_those_before_it_gets_no_headroom_on_top() 
     alike = under_way([3.5 * cap, 3.4 * cap, 3.5 * cap])
     assert alike.signals["burstHeadroom"] == pytest.approx(2.5 * cap)
     assert alike.signals["needBurst"] == 4  # the spikes' height, not 3.5 + 2.5 pods' worth
-    spread = under_way([1.5 * cap, 2.0 * cap, 3.5 * cap])
+    spread = under_way([1.2 * cap, 1.5 * cap, 3.5 * cap])
     assert spread.signals["needBurst"] == 6
+
+
+def test_spikes_of_alike_heights_get_the_pods_for_their_height_not_for_noisy_maxima() -> None:
+    """Scheduled spikes measured over 5-20 s windows: each record is a noisy maximum.
+    Between spikes the headroom stops at the height they reached (not the level plus
+    the largest rise, one pod more), and during one a rate within its noise of that
+    height asks for no more pods than the height."""
+    cap = capacity()
+    heights = [3.5 * cap, 3.6 * cap, 3.6 * cap, 3.8 * cap]  # 3.8: 3.6 plus noise
+    memory = PolicyMemory(since=0.0, surges=spikes(heights, cap))
+    assert decide_on(cap, serving=4, memory=memory).signals["burstReach"] == pytest.approx(
+        3.6 * cap
+    )
+    # The level up by 0.3 pods' worth, little more than its noise, plus the largest rise.
+    between = decide_on(1.3 * cap, serving=4, memory=memory)
+    assert between.signals["burstReach"] < 3.8 * cap
+    assert between.signals["needBurst"] == 4  # not 5 for 1.3 + 2.8 pods' worth
+
+    records = (*spikes(heights, cap)[:-1], (NOW - 30.0, 2.6 * cap, 2.0 * cap, cap))
+
+    def spike(t: float) -> float:
+        return 4.2 * cap if t > NOW - 20.0 else cap
+
+    during = decide_on(spike, serving=4, memory=PolicyMemory(since=0.0, surges=records))
+    assert during.signals["needNow"] == 4  # 4.2 pods' worth measured, within its noise
+    assert during.desired_replicas == 4
+    # A rate beyond the height's noise is a larger spike, and is chased.
+    higher = decide_on(
+        lambda t: 5.0 * cap if t > NOW - 20.0 else cap,
+        serving=4,
+        memory=PolicyMemory(since=0.0, surges=records),
+    )
+    assert higher.signals["needNow"] >= 5
