@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from statistics import median_high
+from typing import NamedTuple, TypeVar
 
 # (start, largest surge, the level, the demand the largest surge rose from)
 Minutes = tuple[tuple[float, float, float, float], ...]
@@ -84,7 +85,7 @@ def burst_headroom(minutes: Minutes, horizon: float, level: float, *, quantile: 
     together; a rare surge fits it only when the horizon is short against the memory (a
     promotion).
     """
-    surges = sorted(((v, d) for _, v, d, _, _ in _bursts(minutes, horizon, level)), reverse=True)
+    surges = sorted(((b.size, b.demand) for b in _bursts(minutes, horizon, level)), reverse=True)
     allowed = (1.0 - quantile) * sum(d for _, _, d, _ in minutes) * MINUTE_S
     spent = 0.0
     for v, d in surges:
@@ -94,11 +95,16 @@ def burst_headroom(minutes: Minutes, horizon: float, level: float, *, quantile: 
     return 0.0
 
 
-def _bursts(
-    minutes: Minutes, horizon: float, level: float
-) -> list[tuple[float, float, float, float, float]]:
-    """The remembered surges that were bursts: (the minute's start, size, the minute's mean
-    demand, the demand it rose from, the demand it reached).
+class _Burst(NamedTuple):
+    start: float  # the minute's start
+    size: float  # what of the surge counts as a burst
+    demand: float  # the minute's mean demand
+    rose_from: float
+    height: float  # the demand it reached
+
+
+def _bursts(minutes: Minutes, horizon: float, level: float) -> list[_Burst]:
+    """The remembered surges that were bursts.
 
     A rise that demand has stayed at since was a step, not a burst: a surge counts only
     beyond the lowest demand of every later minute and now (a burst that went away counts
@@ -112,7 +118,7 @@ def _bursts(
     started served it, and a crowd seen once would otherwise hold its headroom for the rest
     of the memory. Only what went away sooner cannot be chased.
     """
-    bursts: list[tuple[float, float, float, float, float]] = []
+    bursts: list[_Burst] = []
     floor = level  # the lowest level from the record on to now
     after: list[float] = []  # the levels of the minutes after the record, the nearest last
     lasting = math.ceil(horizon / MINUTE_S) + 1
@@ -121,7 +127,7 @@ def _bursts(
         stayed = after[-lasting:]
         chased = len(stayed) == lasting and min(stayed) >= rose_from + v / 2.0
         if kept > 0.0 and not chased:
-            bursts.append((t, kept, d, rose_from, rose_from + v))
+            bursts.append(_Burst(t, kept, d, rose_from, rose_from + v))
         floor = min(floor, d)
         after.append(d)
     return bursts
@@ -158,10 +164,15 @@ class BurstBound:
         these: under the level, it kept standby pods for headroom the serving pods hold)."""
         return max(level, min(level + headroom, self.reach))
 
+    def ceiling(self, measured: float, level: float) -> float:
+        """The most a rate read while ``measured`` is measured may ask for: a rate
+        measured no further past the reach than its noise is one of the bursts seen, and
+        asks for no more than their height (or the measured ``level``, where higher)."""
+        return math.inf if self.passed(measured) else max(level, self.reach)
+
     def extrapolate(self, ahead: float, measured: float, level: float) -> float:
-        """A rise extrapolated to ``ahead``: a rise measured no further past the reach
-        than its noise is one of the bursts seen, and is not carried past their height."""
-        return ahead if self.passed(measured) else min(ahead, max(level, self.reach))
+        """A rise extrapolated to ``ahead``, not carried past the ceiling."""
+        return min(ahead, self.ceiling(measured, level))
 
 
 def burst_bound(
@@ -184,18 +195,18 @@ def burst_bound(
     reach moves up with it. ``window_s`` is what the rates are counted over."""
     window = max(window_s, 1e-9)
     recent_s = horizon + level_window_s + MINUTE_S
-    before = [(b, h) for t, _, _, b, h in _bursts(minutes, horizon, level) if t <= now - recent_s]
+    before = [b for b in _bursts(minutes, horizon, level) if b.start <= now - recent_s]
     recent = [(v, b) for t, v, _, b in minutes if t > now - recent_s and v > 0.0]
     if not before:
         return BurstBound(math.inf, window)
-    heights = sorted(h for _, h in before)
-    median = heights[len(heights) // 2]
+    heights = sorted(b.height for b in before)
+    median = median_high(heights)
     # Each height is a noisy maximum, and the largest of n of them leads their median by
     # about sqrt(2 ln n) standard deviations of that noise alone (the expected maximum of
     # n normal draws): that much of the highest one's lead is no spread of the bursts.
     lead = math.sqrt(2.0 * math.log(max(2, len(heights))))
     top = max(median, heights[-1] - lead * math.sqrt(heights[-1] / window))
-    rose = sorted(b for b, _ in before)[len(before) // 2]
+    rose = median_high(b.rose_from for b in before)
     demand = min([level, *(b for _, b in recent)])
     # Growth within the level's own noise is no growth: the reach would move with it.
     grown = demand - rose - BEYOND_Z * math.sqrt(rose / max(level_window_s, 1e-9))

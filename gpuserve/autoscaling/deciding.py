@@ -197,20 +197,17 @@ def decide(
         warm_pool = max(0, min(ceiling, wanted_warm))
         burst = serving_burst
         signals["warmPool"] = float(warm_pool)
-    rate_recent = demand.panic
-    if burst > 0.0:
-        # A rate measured within its noise of the height the bursts seen reached is one
-        # of them: what served them serves it, so neither the rate nor a line fitted
-        # through its rise asks for more (its extrapolation neither, below).
-        level = bound.extrapolate(level, demand.panic, demand.stable)
-        rate_now = bound.extrapolate(rate_now, demand.panic, demand.stable)
-        rate_recent = bound.extrapolate(rate_recent, demand.panic, demand.stable)
+    # A rate measured within its noise of the height the bursts seen reached is one of
+    # them: what served them serves it, so neither the rate, a line fitted through its
+    # rise nor that line's extrapolation asks for more.
+    highest = bound.ceiling(demand.panic, demand.stable) if burst > 0.0 else math.inf
+    level = min(level, highest)
+    rate_now = min(rate_now, highest)
+    rate_recent = min(demand.panic, highest)
     # Growth expected before a pod started now is ready (rising trends only), capped at
     # doubling. Short bursts are not extrapolated: they revert as often as they grow.
     growth = min(max(0.0, demand.slope) * horizon, level) if config.lookahead else 0.0
-    rate_ahead = level + growth
-    if burst > 0.0:
-        rate_ahead = bound.extrapolate(rate_ahead, demand.panic, demand.stable)
+    rate_ahead = min(level + growth, highest)
     need_now = _replicas_for_rate(rate_now, caps, pools)
     need_ahead = _replicas_for_rate(rate_ahead, caps, pools) - pools.warm_ready
     # Measured latency over budget: grow by the overshoot (at most 1.5x per round), once
