@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/llm_model_check.py [--seconds 900] [--seeds 3]
         [--factors 0.5 0.8 1.0 1.1 1.2 1.3] [--only azure,mooncake]
+        [--ttft S] [--tpot S]
 
 The autoscaler sizes an LLM service by the rate one replica sustains within its token
 objectives (``replica_capacity``). This bench asks how close that rate is, per token mix
@@ -16,14 +17,17 @@ Per rate it prints the share of requests within both objectives and within each,
 model's figures beside the engine's: the mean step against the requests' mean time per
 output token, and both objectives' figures at the quantile. Then the measured capacity: the
 largest rate at which the runs' mean attainment reaches the objectives' quantile, found by
-bisection, and its ratio to the model's. The model is given the mix's exact statistics
-(mean, quantile and root mean square prompt, mean output), its best case: the operator
-reads them from one minute's histograms.
+bisection, and its ratio to the model's; and where the engine saturates (what it admits
+when offered twice the model's rate) against the rate at which the model's work per request
+fills the engine. The model is given the mix's exact statistics (the prompts' mean,
+quantile and higher moments, the mean output), its best case: the operator reads them from
+one minute's histograms.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import sys
 from dataclasses import dataclass, replace
@@ -36,7 +40,13 @@ sys.path.insert(0, str(REPO))
 
 from llm_capacity import workloads  # noqa: E402
 
-from gpuserve.llm.capacity import LoadShape, TokenObjectives, predict, replica_capacity  # noqa: E402
+from gpuserve.llm.capacity import (  # noqa: E402
+    LoadShape,
+    TokenObjectives,
+    predict,
+    replica_capacity,
+    request_work_s,
+)
 from gpuserve.llm.params import EngineParams  # noqa: E402
 from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, simulate_cluster  # noqa: E402
 from gpuserve.sim.llm.lineup import trace_shape  # noqa: E402
@@ -68,12 +78,19 @@ class Measured:
     ttft_high_s: float
 
 
-def mixes(only: list[str]) -> list[Mix]:
+def mixes(only: list[str], ttft_s: float | None = None, tpot_s: float | None = None) -> list[Mix]:
+    """The mixes named, each with its workload's objectives unless ``ttft_s`` or ``tpot_s``
+    replace them (the model against objectives the benches do not use)."""
     found = {(w.name, w.load): w for w in workloads(None)}
     out = []
     for name in only:
         w = found[MIXES[name]]
-        out.append(Mix(name, w.params, w.objectives, w.make(0)))
+        objectives = replace(
+            w.objectives,
+            ttft_s=w.objectives.ttft_s if ttft_s is None else ttft_s,
+            tpot_s=w.objectives.tpot_s if tpot_s is None else tpot_s,
+        )
+        out.append(Mix(name, w.params, objectives, w.make(0)))
     return out
 
 
@@ -107,10 +124,24 @@ def measure(mix: Mix, rate: float, seconds: float, seeds: int) -> Measured:
     )
 
 
+def saturation(mix: Mix, model_rate: float, seconds: float) -> float:
+    """Requests/s the engine admits (first tokens) over the last two thirds of a run offered
+    twice ``model_rate``: its throughput when prompts always wait."""
+    run = poisson_run(mix, 2.0 * model_rate, seconds, 0)
+    firsts = sorted(o.arrival_s + o.ttft_s for o in run.outcomes)
+    begin, end = firsts[len(firsts) // 3], firsts[-1]
+    return sum(begin <= t <= end for t in firsts) / (end - begin)
+
+
 def measured_capacity(mix: Mix, model_rate: float, seconds: float, seeds: int) -> float:
-    """The largest rate whose mean attainment reaches the quantile, within 0.5x-1.5x of the
-    model's (bisection; the ends are assumed to bracket it)."""
+    """The largest rate whose mean attainment reaches the quantile: bisection between 0.5x
+    and 1.5x the model's (0.5x is assumed to meet it), the upper end doubled while it still
+    meets it (a model far below the engine)."""
     low, high = 0.5 * model_rate, 1.5 * model_rate
+    for _ in range(4):
+        if measure(mix, high, seconds, seeds).both < mix.objectives.quantile:
+            break
+        low, high = high, 2.0 * high
     for _ in range(BISECTIONS):
         mid = (low + high) / 2.0
         if measure(mix, mid, seconds, seeds).both >= mix.objectives.quantile:
@@ -146,7 +177,7 @@ def table(mix: Mix, factors: list[float], seconds: float, seeds: int) -> None:
             f"| {factor:.2f} | {rate:.3f} | {100 * m.both:.2f} | {100 * m.ttft:.2f} | "
             f"{100 * m.tpot:.2f} | {1e3 * p.step_s:.1f} / {1e3 * m.tpot_mean_s:.1f} | "
             f"{1e3 * p.tpot_s:.1f} / {1e3 * m.tpot_high_s:.1f} | "
-            f"{1e3 * p.ttft_s:.0f} / {1e3 * m.ttft_high_s:.0f} |",
+            f"{_ms(p.ttft_s)} / {1e3 * m.ttft_high_s:.0f} |",
             flush=True,
         )
     found = measured_capacity(mix, cap.rate, seconds, seeds)
@@ -154,6 +185,16 @@ def table(mix: Mix, factors: list[float], seconds: float, seeds: int) -> None:
         f"\nMeasured capacity (mean attainment >= {100 * o.quantile:g}%): **{found:.3f} req/s**, "
         f"{found / cap.rate:.2f}x the model's."
     )
+    work = request_work_s(mix.params, shape)
+    print(
+        f"Saturation: the engine admits **{saturation(mix, cap.rate, seconds):.3f} req/s** "
+        f"when offered {2 * cap.rate:.3f}; the model's work per request ({1e3 * work:.1f} ms "
+        f"beyond the fixed cost per step) fills the engine at {1 / work:.3f}."
+    )
+
+
+def _ms(seconds: float) -> str:
+    return f"{1e3 * seconds:.0f}" if math.isfinite(seconds) else "inf"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -162,12 +203,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--factors", type=float, nargs="+", default=[0.5, 0.8, 1.0, 1.1, 1.2, 1.3])
     parser.add_argument("--only", default=",".join(MIXES), help="mixes: azure, mooncake")
+    parser.add_argument("--ttft", type=float, default=None, help="TTFT objective (s) for all")
+    parser.add_argument("--tpot", type=float, default=None, help="TPOT objective (s) for all")
     args = parser.parse_args(argv)
     names = [n for n in args.only.split(",") if n]
     unknown = [n for n in names if n not in MIXES]
     if unknown:
         parser.error(f"--only: unknown mix {', '.join(unknown)} (known: {', '.join(MIXES)})")
-    for mix in mixes(names):
+    for mix in mixes(names, args.ttft, args.tpot):
         table(mix, args.factors, args.seconds, args.seeds)
 
 

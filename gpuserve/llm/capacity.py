@@ -16,7 +16,17 @@ tokens after ``c`` cached ones, mean output ``o`` tokens and a mean context of
   the KV cache's occupancy and the running-sequence bound are the second limits;
 * a request's time per output token is the mean step over its life; its time to first
   token is the step in progress (which may be prefilling a long prompt too) plus its own
-  prefill in chunks of ``max_batched_tokens``, each beside the decoding sequences.
+  prefill in chunks of ``max_batched_tokens``, each beside the decoding sequences;
+* prompts also queue for each other: a step carries at most ``max_batched_tokens`` tokens,
+  the decoding sequences' among them, so prompts are served first come, first served at
+  what the rest of the budget computes (``_prompt_queue_s``). Their service times spread
+  with the prompts' lengths (and attention with their squares), and their wait at the
+  quantile is that of an M/G/1 queue: ``E[W] / rho * ln(rho / (1 - q))`` with
+  ``E[W] = r E[s^2] / (2 (1 - rho))``, ``rho = r E[s]`` (the exponential approximation of
+  its tail), plus the quantile prompt's own service. The time to first token is the larger
+  of the two figures. Without the queue the model put the rate for a tight TTFT objective up
+  to 2.2 times above what the engine sustains (docs/bench-notes/llm-capacity.md,
+  2026-11-28).
 
 Percentiles: the ``r * o * T`` arrivals during one request's life are Poisson, so at the
 objectives' quantile ``z * sqrt(r * o * T)`` more than the mean arrive (``z`` the normal
@@ -79,23 +89,46 @@ class LoadShape:
     # The mean of the prompts' squared lengths (their attention grows with it); None: the
     # mean's square, as if every prompt were of the mean length.
     prompt_square_mean: float | None = None
+    # The means of their cubes and fourth powers: the spread of the prompts' prefill times
+    # (attention grows with a prompt's square), which sets how long prompts queue for the
+    # steps' token budget. None: the least the lower moments allow.
+    prompt_cube_mean: float | None = None
+    prompt_fourth_mean: float | None = None
 
     def __post_init__(self) -> None:
         names = ("prompt_mean", "prompt_high", "output_mean")
         _require(self, names, lambda v: v >= 1, "must be at least 1 token")
         _require(self, ("prefix_hit_rate",), lambda v: 0 <= v < 1, "must be in [0, 1)")
-        if self.prompt_square_mean is not None and not self.prompt_square_mean >= 0:
-            raise ValueError(
-                f"prompt_square_mean: must not be negative, got {self.prompt_square_mean}"
-            )
+        for name in ("prompt_square_mean", "prompt_cube_mean", "prompt_fourth_mean"):
+            value = getattr(self, name)
+            if value is not None and not value >= 0:
+                raise ValueError(f"{name}: must not be negative, got {value}")
 
     @property
     def prompt_rms(self) -> float:
         """The root mean square prompt: the length whose attention is the mix's mean;
         never below the mean, which a histogram's bucket spread can undercut."""
-        if self.prompt_square_mean is None:
-            return self.prompt_mean
-        return max(self.prompt_mean, math.sqrt(self.prompt_square_mean))
+        return math.sqrt(self.prompt_moment(2))
+
+    def prompt_moment(self, power: int) -> float:
+        """The mean of the prompts' lengths raised to ``power`` (1 to 4): ``prompt_moments``."""
+        if not 1 <= power <= 4:
+            raise ValueError(f"power: must be 1 to 4, got {power}")
+        return self.prompt_moments()[power - 1]
+
+    def prompt_moments(self) -> tuple[float, float, float, float]:
+        """The means of the prompts' lengths to the powers 1 to 4. A moment not observed, or
+        observed below what the lower ones imply (a histogram's bucket spread can undercut
+        them), is the least they allow: ``E[u^k]^(1/k)`` grows with ``k``."""
+        moments = [self.prompt_mean]
+        for power, given in (
+            (2, self.prompt_square_mean),
+            (3, self.prompt_cube_mean),
+            (4, self.prompt_fourth_mean),
+        ):
+            least = float(moments[-1] ** (power / (power - 1)))
+            moments.append(least if given is None else max(least, given))
+        return moments[0], moments[1], moments[2], moments[3]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +189,7 @@ def predict(params: EngineParams, shape: LoadShape, quantile: float, rate: float
     cached_high = shape.prompt_high - uncached_high
     in_progress = _prompt_s(params, first_chunk, (shape.prompt_high - first_chunk) / 2.0)
     ttft = step_high + chunks * beside + in_progress + _prompt_s(params, uncached_high, cached_high)
+    ttft = max(ttft, _prompt_queue_s(params, shape, quantile, rate, decoding))
     kv = running_high * context / params.capacity_tokens
     return Prediction(rate, step, ttft, step_high, kv, running_high)
 
@@ -194,6 +228,12 @@ def time_scale(
     return mean_step_s / (params.decode_base_s + mean_step_s * rate * work)
 
 
+def request_work_s(params: EngineParams, shape: LoadShape) -> float:
+    """Engine seconds one request of ``shape``'s mix adds beyond the fixed cost per step
+    (the model's ``w``: at ``1 / w`` requests/s the engine has no time left)."""
+    return _per_request(params, shape)[0]
+
+
 def _saturation(params: EngineParams, shape: LoadShape) -> float:
     """The rate at which the engine's work per second reaches 1 (no limit is above it)."""
     work, _ = _per_request(params, shape)
@@ -204,6 +244,39 @@ def _prompt_s(params: EngineParams, tokens: float, before: float) -> float:
     """Engine seconds of computing ``tokens`` prompt tokens after ``before`` others of the
     same sequence, beyond the fixed cost of the steps that carry them."""
     return params.prefill_step_s(tokens, before) - params.decode_base_s
+
+
+def _prompt_queue_s(
+    params: EngineParams, shape: LoadShape, quantile: float, rate: float, decoding: float
+) -> float:
+    """Time to first token at ``quantile`` of a prompt that waits for the prompts ahead of it
+    in the steps' token budget, beside ``decoding`` sequences (module docstring).
+
+    A prompt of ``u`` tokens, ``h`` of them in the prefix cache, is served in
+    ``u (1 - h) / room`` steps' worth of the budget left beside the decoding sequences
+    (``room``), paying that share of those steps' fixed and decoding cost, plus its tokens
+    and their attention: ``s(u) = a u + b u^2``, whose moments the prompts' moments give.
+    Infinite once prompts arrive faster than the budget computes them."""
+    hit = shape.prefix_hit_rate
+    context = shape.prompt_mean + shape.output_mean / 2.0
+    room = max(1.0, params.max_batched_tokens - decoding)
+    beside = params.step_cost_s(0, decoding, decoding * context)
+    # prompt_pairs(u (1 - h), u h) = u^2 (1 - h^2) / 2 + u (1 - h) / 2
+    pair = params.prefill_s_per_token_pair
+    a = (1.0 - hit) * (beside / room + params.prefill_s_per_token + pair / 2.0)
+    b = pair * (1.0 - hit * hit) / 2.0
+    m1, m2, m3, m4 = shape.prompt_moments()
+    mean_s = a * m1 + b * m2
+    square_s = a * a * m2 + 2.0 * a * b * m3 + b * b * m4
+    own = a * shape.prompt_high + b * shape.prompt_high**2
+    rho = rate * mean_s
+    if rho >= 1.0:
+        return math.inf
+    miss = 1.0 - quantile
+    if rho <= miss:  # the wait exceeds zero for fewer than the quantile's misses
+        return own
+    mean_wait = rate * square_s / (2.0 * (1.0 - rho))
+    return mean_wait / rho * math.log(rho / miss) + own
 
 
 def _per_request(params: EngineParams, shape: LoadShape) -> tuple[float, float]:

@@ -50,20 +50,21 @@ class Histogram:
     def mean(self) -> float | None:
         return self.total / self.count if self.count > 0 else None
 
-    @property
-    def square_mean(self) -> float | None:
-        """The mean of the squared observations, each spread evenly over its bucket (as
-        ``quantile`` reads them; the +inf bucket at the largest finite bound). What a
-        prompt's attention costs grows with its square, so a mix of long and short prompts
-        costs more than its mean prompt would."""
+    def moment(self, power: int) -> float | None:
+        """The mean of the observations raised to ``power``, each spread evenly over its
+        bucket (as ``quantile`` reads them; the +inf bucket at the largest finite bound)."""
         if self.count <= 0 or not self.bounds:
             return None
         total, lower_bound, lower_count = 0.0, 0.0, 0.0
         for bound, cumulative in zip(self.bounds, self.cumulative, strict=True):
             upper = lower_bound if math.isinf(bound) else bound
-            # The mean of x squared for x uniform on [lower_bound, upper].
-            square = (lower_bound**2 + lower_bound * upper + upper**2) / 3.0
-            total += (cumulative - lower_count) * square
+            # The mean of x ** power for x uniform on [lower_bound, upper].
+            if upper > lower_bound:
+                rise = upper ** (power + 1) - lower_bound ** (power + 1)
+                value = rise / ((power + 1) * (upper - lower_bound))
+            else:
+                value = lower_bound**power
+            total += (cumulative - lower_count) * value
             lower_bound, lower_count = upper, cumulative
         return total / self.count
 
@@ -218,7 +219,9 @@ def observe(earlier: VllmSnapshot, later: VllmSnapshot, quantile: float) -> Obse
                 prompt_high=max(mean, prompt_high),
                 output_mean=max(1.0, output_mean),
                 prefix_hit_rate=min(hit_rate, 0.99),
-                prompt_square_mean=prompts.square_mean,
+                prompt_square_mean=prompts.moment(2),
+                prompt_cube_mean=prompts.moment(3),
+                prompt_fourth_mean=prompts.moment(4),
             )
     return Observation(
         at=later.at,

@@ -102,6 +102,57 @@ def test_a_few_long_prompts_are_priced_by_their_square_not_by_the_mean() -> None
     assert _attainment(naive, mix, params, objectives) < 0.5
 
 
+def _moments(mix: list[tuple[int, int]], objectives: TokenObjectives) -> LoadShape:
+    prompts = np.array([p for p, _ in mix], dtype=float)
+    return LoadShape(
+        prompt_mean=float(prompts.mean()),
+        prompt_high=float(np.quantile(prompts, objectives.quantile)),
+        output_mean=float(np.mean([o for _, o in mix])),
+        prompt_square_mean=float((prompts**2).mean()),
+        prompt_cube_mean=float((prompts**3).mean()),
+        prompt_fourth_mean=float((prompts**4).mean()),
+    )
+
+
+def test_prompts_queue_for_a_small_token_budget_under_a_tight_ttft() -> None:
+    # With 1,024 tokens a step, prompts wait for each other's chunks: at the rate the
+    # step-in-progress figure alone gives (26.6 req/s, TPOT-bound), 74 % of requests get
+    # their first token within 0.5 s. The queue puts the rate where the engine meets it.
+    params = EngineParams(max_batched_tokens=1024)
+    objectives = TokenObjectives(ttft_s=0.5, tpot_s=0.1)
+    mix = _mix(1, 2500)
+    capacity = replica_capacity(params, _moments(mix, objectives), objectives)
+    assert capacity.limit == "ttft"
+    assert _attainment(capacity.rate, mix, params, objectives) >= objectives.quantile - 0.005
+    assert _attainment(capacity.rate * 1.3, mix, params, objectives) < 0.5
+
+
+def test_a_wider_spread_of_prompts_queues_longer() -> None:
+    # Same mean and mean square, a heavier tail (fourth moment): prompts' prefill times
+    # spread more, so they wait longer at the same rate and fewer fit a TTFT objective.
+    params = EngineParams(max_batched_tokens=1024)
+    objectives = TokenObjectives(ttft_s=2.0, tpot_s=0.2)
+    narrow = LoadShape(2000, 8000, 200, prompt_square_mean=2.0e7)
+    wide = replace(narrow, prompt_fourth_mean=1.0e16)
+    assert narrow.prompt_moment(3) == pytest.approx(2.0e7**1.5)
+    assert narrow.prompt_moment(4) == pytest.approx(2.0e7**2)
+    rate = replica_capacity(params, narrow, objectives).rate
+    assert predict(params, wide, 0.99, rate).ttft_s > predict(params, narrow, 0.99, rate).ttft_s
+    assert replica_capacity(params, wide, objectives).rate < 0.9 * rate
+
+
+def test_unobserved_moments_are_the_least_the_lower_ones_allow() -> None:
+    shape = LoadShape(1000, 4000, 200, prompt_square_mean=500.0**2, prompt_cube_mean=-0.0)
+    # A square below the mean's square (a histogram's bucket spread) counts as the mean's.
+    assert shape.prompt_moment(2) == pytest.approx(1000.0**2)
+    assert shape.prompt_moment(3) == pytest.approx(1000.0**3)
+    assert shape.prompt_moment(4) == pytest.approx(1000.0**4)
+    with pytest.raises(ValueError, match="power"):
+        shape.prompt_moment(5)
+    with pytest.raises(ValueError, match="prompt_fourth_mean"):
+        LoadShape(1000, 4000, 200, prompt_fourth_mean=-1.0)
+
+
 def test_prefix_hits_raise_the_rate_and_a_faster_engine_too() -> None:
     shape = LoadShape(4000, 12000, 200)
     base = replica_capacity(EngineParams(), shape, OBJECTIVES).rate

@@ -64,6 +64,11 @@ def test_two_scrapes_give_the_windows_rate_mix_and_state() -> None:
     square = (20 * (1e6 + 2e6 + 4e6) / 3 + 10 * (4e6 + 10e6 + 25e6) / 3) / 30
     assert seen.shape.prompt_square_mean == pytest.approx(square)
     assert 2121 < seen.shape.prompt_rms < 2500  # the true root mean square is 2121
+    # Fourth powers too, for the spread of prompts' prefill times: (b^5 - a^5) / (5 (b - a)).
+    fourth = (20 * (2000**5 - 1000**5) / 5000 + 10 * (5000**5 - 2000**5) / 15000) / 30
+    assert seen.shape.prompt_fourth_mean == pytest.approx(fourth)
+    assert seen.shape.prompt_cube_mean is not None
+    assert (1500**3 * 2 + 3000**3) / 3 < seen.shape.prompt_cube_mean < 5000**3
     assert seen.shape.prefix_hit_rate == pytest.approx(0.25)
     assert seen.kv_usage == pytest.approx(0.6) and seen.waiting == 6 and seen.running == 20
     assert seen.arrival_rate == pytest.approx(3.0)  # the queue held 6 at both ends

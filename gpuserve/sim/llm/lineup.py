@@ -55,6 +55,8 @@ def trace_shape(trace: TokenTrace, quantile: float) -> LoadShape:
         float(np.quantile(prompts, quantile)),
         float(outputs.mean()),
         prompt_square_mean=float((prompts**2).mean()),
+        prompt_cube_mean=float((prompts**3).mean()),
+        prompt_fourth_mean=float((prompts**4).mean()),
     )
 
 
