@@ -189,7 +189,7 @@ def predict(params: EngineParams, shape: LoadShape, quantile: float, rate: float
     cached_high = shape.prompt_high - uncached_high
     in_progress = _prompt_s(params, first_chunk, (shape.prompt_high - first_chunk) / 2.0)
     ttft = step_high + chunks * beside + in_progress + _prompt_s(params, uncached_high, cached_high)
-    ttft = max(ttft, _prompt_queue_s(params, shape, quantile, rate, decoding))
+    ttft = max(ttft, _prompt_queue_s(params, shape, quantile, rate, decoding, context))
     kv = running_high * context / params.capacity_tokens
     return Prediction(rate, step, ttft, step_high, kv, running_high)
 
@@ -224,7 +224,7 @@ def time_scale(
     None when there is nothing to go by (no step measured, or no load)."""
     if not mean_step_s > 0 or not rate > 0:
         return None
-    work, _ = _per_request(params, shape)
+    work = request_work_s(params, shape)
     return mean_step_s / (params.decode_base_s + mean_step_s * rate * work)
 
 
@@ -236,7 +236,7 @@ def request_work_s(params: EngineParams, shape: LoadShape) -> float:
 
 def _saturation(params: EngineParams, shape: LoadShape) -> float:
     """The rate at which the engine's work per second reaches 1 (no limit is above it)."""
-    work, _ = _per_request(params, shape)
+    work = request_work_s(params, shape)
     return 1.0 / work if work > 0 else 1e9
 
 
@@ -247,10 +247,16 @@ def _prompt_s(params: EngineParams, tokens: float, before: float) -> float:
 
 
 def _prompt_queue_s(
-    params: EngineParams, shape: LoadShape, quantile: float, rate: float, decoding: float
+    params: EngineParams,
+    shape: LoadShape,
+    quantile: float,
+    rate: float,
+    decoding: float,
+    context: float,
 ) -> float:
     """Time to first token at ``quantile`` of a prompt that waits for the prompts ahead of it
-    in the steps' token budget, beside ``decoding`` sequences (module docstring).
+    in the steps' token budget, beside ``decoding`` sequences of ``context`` tokens each
+    (module docstring).
 
     A prompt of ``u`` tokens, ``h`` of them in the prefix cache, is served in
     ``u (1 - h) / room`` steps' worth of the budget left beside the decoding sequences
@@ -258,7 +264,6 @@ def _prompt_queue_s(
     and their attention: ``s(u) = a u + b u^2``, whose moments the prompts' moments give.
     Infinite once prompts arrive faster than the budget computes them."""
     hit = shape.prefix_hit_rate
-    context = shape.prompt_mean + shape.output_mean / 2.0
     room = max(1.0, params.max_batched_tokens - decoding)
     beside = params.step_cost_s(0, decoding, decoding * context)
     # prompt_pairs(u (1 - h), u h) = u^2 (1 - h^2) / 2 + u (1 - h) / 2
