@@ -2,10 +2,16 @@
 
     .venv/bin/python bench/llm_capacity.py [--seeds 3] [--minutes M] [--routing-only]
         [--only azure-conv,mooncake-conv,bursty,flash-crowd,diurnal,drift,periodic]
-        [--vllm-default-chunks] [--scale-down-window SECONDS]
+        [--vllm-default-chunks] [--scale-down-window SECONDS] [--cache out/llm-cache]
     .venv/bin/python bench/llm_capacity.py --minutes 20 --chunk-sweep 512,1024,2048,4096,8192
 
 (the routing table runs with mooncake-conv, with no --only, or alone with --routing-only)
+
+``--cache DIR`` keeps the oracle's plan and run and the baselines' runs per workload, load,
+clip and seed (``gpuserve.sim.llm.lineup.Yardsticks``): a rerun after a change to gpuserve's
+rule simulates gpuserve alone, which is most of the bench's time saved (the oracle's search
+is the slowest part). Their "s per sim-hour" is then the run that filled the cache. Delete
+the folder when the engine, a trace, the oracle or a baseline changes.
 
 Workloads: the Azure and Mooncake conversation traces at two compressions each, and
 generated arrivals carrying the Azure trace's token counts: on/off bursts and a 3x flash
@@ -41,6 +47,7 @@ docs/bench-notes/llm-capacity.md records the figures and the commands.
 from __future__ import annotations
 
 import argparse
+import pickle
 import sys
 import time
 from collections.abc import Callable
@@ -64,7 +71,7 @@ from gpuserve.sim.generators import (  # noqa: E402
     periodic,
 )
 from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, simulate_cluster  # noqa: E402
-from gpuserve.sim.llm.lineup import Entry, compare, contender  # noqa: E402
+from gpuserve.sim.llm.lineup import Entry, Yardsticks, compare, contender, yardsticks  # noqa: E402
 from gpuserve.sim.llm.oracle import plan_oracle  # noqa: E402
 from gpuserve.sim.llm.scalers import Static  # noqa: E402
 from gpuserve.sim.llm.traces import (  # noqa: E402
@@ -228,15 +235,41 @@ def _span(run: ClusterRun) -> float:
     return max((o.arrival_s for o in run.outcomes), default=0.0)
 
 
+def _yardsticks(
+    cache: Path | None, key: str, config: ClusterConfig, trace: TokenTrace
+) -> Yardsticks:
+    """The oracle's and the baselines' runs, from ``cache`` when an earlier run left them
+    there (only gpuserve's rule changes between such runs)."""
+    path = cache / f"{key}.pickle" if cache is not None else None
+    if path is not None and path.exists():
+        cached: Yardsticks = pickle.loads(path.read_bytes())
+        return cached
+    sticks = yardsticks(config, trace)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(pickle.dumps(sticks))
+    return sticks
+
+
 def scalers_table(
-    workload: Workload, seeds: int, scale_down_window_s: float = SCALE_DOWN_WINDOW_S
+    workload: Workload,
+    seeds: int,
+    scale_down_window_s: float = SCALE_DOWN_WINDOW_S,
+    *,
+    cache: Path | None = None,
+    minutes: float | None = None,
+    vllm_default_chunks: bool = False,
 ) -> None:
     by_name: dict[str, list[Entry]] = {}
     peaks: list[list[bool]] = []  # per seed: which requests arrived in a new peak
     for seed in range(seeds):
         trace = workload.make(seed)
         config = ClusterConfig(workload.params, workload.objectives, seed=seed)
-        for entry in compare(config, trace, scale_down_window_s=scale_down_window_s):
+        load = workload.load.replace("/", "per")
+        key = f"{workload.name}-{load}-{minutes or 'whole'}min-seed{seed}"
+        key += "-vllm-chunks" if vllm_default_chunks else ""
+        sticks = _yardsticks(cache, key, config, trace)
+        for entry in compare(config, trace, scale_down_window_s=scale_down_window_s, reuse=sticks):
             by_name.setdefault(entry.name, []).append(entry)
         arrivals = [r.arrival_s for r in trace.requests]
         spans = new_peaks(arrivals, memory=BURST_MEMORY_S, horizon=config.startup_s)
@@ -368,6 +401,14 @@ def main(argv: list[str] | None = None) -> None:
         default=SCALE_DOWN_WINDOW_S,
         help="seconds: gpuserve's scaleDownStabilization (default: the API's default)",
     )
+    p.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="keep the oracle's and the baselines' runs here per workload and seed: a rerun "
+        "after a change to gpuserve's rule simulates gpuserve alone (delete the folder when "
+        "the engine, the traces or a baseline change)",
+    )
     args = p.parse_args(argv)
     chunks = args.vllm_default_chunks
     began = time.perf_counter()
@@ -379,7 +420,14 @@ def main(argv: list[str] | None = None) -> None:
         chosen = {w for w in args.only.split(",") if w}
         for workload in workloads(args.minutes, vllm_default_chunks=chunks):
             if not chosen or workload.name in chosen:
-                scalers_table(workload, args.seeds, args.scale_down_window)
+                scalers_table(
+                    workload,
+                    args.seeds,
+                    args.scale_down_window,
+                    cache=args.cache,
+                    minutes=args.minutes,
+                    vllm_default_chunks=chunks,
+                )
     if not args.only or "mooncake-conv" in args.only or args.routing_only:
         routing_table(args.minutes, args.seeds, vllm_default_chunks=chunks)
     print(f"\nwall time {time.perf_counter() - began:.0f} s")

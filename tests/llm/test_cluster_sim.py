@@ -22,7 +22,7 @@ from gpuserve.sim.llm.cluster import (
     simulate_cluster,
 )
 from gpuserve.sim.llm.from_spec import fit_to_trace
-from gpuserve.sim.llm.lineup import compare
+from gpuserve.sim.llm.lineup import compare, yardsticks
 from gpuserve.sim.llm.oracle import plan_oracle
 from gpuserve.sim.llm.scalers import GpuserveLLM, Static
 from gpuserve.sim.llm.traces import (
@@ -236,6 +236,23 @@ def test_the_lineup_gives_gpuserve_the_scale_down_window_asked_for() -> None:
     assert short["gpuserve"].gpu_hours < held["gpuserve"].gpu_hours
     for name in ("keda-waiting", "hpa-kv", "planner-like", "static-peak"):
         assert short[name].gpu_hours == held[name].gpu_hours
+    # A rerun that reuses the yardsticks (the bench's --cache) takes the oracle and the
+    # baselines as given and simulates gpuserve alone, to the same result.
+    sticks = yardsticks(config, trace)
+    again = compare(config, trace, scale_down_window_s=30.0, reuse=sticks)
+    assert [e.name for e in again] == [
+        "oracle",
+        "static-peak",
+        "gpuserve",
+        "keda-waiting",
+        "hpa-kv",
+        "planner-like",
+    ]
+    given = {e.name: e for e in sticks.entries}
+    assert all(e is given[e.name] for e in again if e.name != "gpuserve")
+    ours = next(e.run for e in again if e.name == "gpuserve")
+    assert ours.outcomes == short["gpuserve"].outcomes
+    assert ours.gpu_seconds == short["gpuserve"].gpu_seconds
 
 
 def test_the_oracle_adds_replicas_where_a_window_falls_short_in_context() -> None:

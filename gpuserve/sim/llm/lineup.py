@@ -95,35 +95,68 @@ def contender(
     return scaler
 
 
+@dataclass(frozen=True, slots=True)
+class Yardsticks:
+    """What a comparison measures gpuserve against, which gpuserve's rule does not change:
+    the oracle's run and plan, and every baseline's run. A rerun after a change to the rule
+    may reuse them (``compare(reuse=...)``) and simulate gpuserve alone."""
+
+    first: int  # the oracle's first-window size: where every scaled contender starts
+    peak: int  # the oracle's peak: static-peak's size, and half of everyone's maxReplicas
+    entries: tuple[Entry, ...]  # the oracle's, then the baselines' in ``SCALED`` order
+
+
+def _policy(config: ClusterConfig, peak: int, scale_down_window_s: float) -> LLMPolicy:
+    return LLMPolicy(
+        config.objectives,
+        config.params,
+        max_replicas=2 * peak,
+        startup_s=config.startup_s,
+        scale_down_window_s=scale_down_window_s,
+    )
+
+
+def _run(config: ClusterConfig, trace: TokenTrace, scaler: ClusterScaler, first: int) -> Entry:
+    """One scaler from the oracle's first size (static from its own)."""
+    start = first if not isinstance(scaler, Static) else scaler.replicas
+    began = time.perf_counter()
+    run = simulate_cluster(replace(config, initial_replicas=start), trace, scaler)
+    return Entry(scaler.name, run, time.perf_counter() - began)
+
+
+def yardsticks(config: ClusterConfig, trace: TokenTrace, *, window_s: float = 60.0) -> Yardsticks:
+    """The oracle's plan and run, then every baseline's run (all but gpuserve)."""
+    started = time.perf_counter()
+    plan, oracle_run, peak = plan_oracle(
+        config, trace, window_s=window_s, target=config.objectives.quantile
+    )
+    starts = start_cost_s(plan.plan, plan.window_s, config.startup_s) / 3600.0
+    entries = [Entry("oracle", oracle_run, time.perf_counter() - started, starts)]
+    # The baselines keep their own settings: gpuserve's scale-down window is not theirs.
+    policy = _policy(config, peak, SCALE_DOWN_WINDOW_S)
+    for name in SCALED:
+        if name != "gpuserve":
+            entries.append(
+                _run(config, trace, contender(name, policy, trace, peak=peak), plan.plan[0])
+            )
+    return Yardsticks(plan.plan[0], peak, tuple(entries))
+
+
 def compare(
     config: ClusterConfig,
     trace: TokenTrace,
     *,
     window_s: float = 60.0,
     scale_down_window_s: float = SCALE_DOWN_WINDOW_S,
+    reuse: Yardsticks | None = None,
 ) -> list[Entry]:
     """The oracle first, then static at its peak, gpuserve and the baselines.
-    ``scale_down_window_s``: gpuserve's scaleDownStabilization (the baselines keep theirs)."""
-    objectives = config.objectives
-    started = time.perf_counter()
-    plan, oracle_run, peak = plan_oracle(
-        config, trace, window_s=window_s, target=objectives.quantile
-    )
-    starts = start_cost_s(plan.plan, plan.window_s, config.startup_s) / 3600.0
-    entries = [Entry("oracle", oracle_run, time.perf_counter() - started, starts)]
-    most = 2 * peak
-    policy = LLMPolicy(
-        objectives,
-        config.params,
-        max_replicas=most,
-        startup_s=config.startup_s,
-        scale_down_window_s=scale_down_window_s,
-    )
-    contenders = [contender(name, policy, trace, peak=peak) for name in SCALED]
-    start = replace(config, initial_replicas=plan.plan[0])
-    for scaler in contenders:
-        sized = replace(start, initial_replicas=peak) if isinstance(scaler, Static) else start
-        began = time.perf_counter()
-        run = simulate_cluster(sized, trace, scaler)
-        entries.append(Entry(scaler.name, run, time.perf_counter() - began))
-    return entries
+    ``scale_down_window_s``: gpuserve's scaleDownStabilization (the baselines keep theirs).
+    ``reuse``: the yardsticks of an earlier comparison of the same config and trace
+    (computed here when None); only gpuserve is simulated then."""
+    sticks = reuse if reuse is not None else yardsticks(config, trace, window_s=window_s)
+    policy = _policy(config, sticks.peak, scale_down_window_s)
+    ours = _run(config, trace, contender("gpuserve", policy, trace, peak=sticks.peak), sticks.first)
+    by_name = {e.name: e for e in sticks.entries}
+    by_name["gpuserve"] = ours
+    return [by_name["oracle"], *(by_name[name] for name in SCALED)]
