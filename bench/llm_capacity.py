@@ -265,7 +265,7 @@ def scalers_table(
     for seed in range(seeds):
         trace = workload.make(seed)
         config = ClusterConfig(workload.params, workload.objectives, seed=seed)
-        load = workload.load.replace("/", "per")
+        load = workload.load.replace("/", "-per-")
         key = f"{workload.name}-{load}-{minutes or 'whole'}min-seed{seed}"
         key += "-vllm-chunks" if vllm_default_chunks else ""
         sticks = _yardsticks(cache, key, config, trace)
