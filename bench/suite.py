@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/suite.py [--seeds N] [--workloads bursty flash-4x ...] [--loads 1 2]
         [--cache out/suite-cache] [--queue-timeout SECONDS] [--scale-down-window SECONDS]
+        [--history]
 
 Prints one table per workload and load (totals over the seeds), then a summary: the
 default policy's attainment, 5-minute window compliance and GPU-hours over the oracle's
@@ -22,6 +23,14 @@ seconds in the queue (a rejected request counts as a miss), for every policy.
 ``--scale-down-window S`` runs gpuserve's rows with the spec's ``scaleDownStabilization``
 set to S seconds (default: the API's default); the peers keep their own (a cache stays
 valid).
+
+``--history`` runs the generated workloads (bursty, diurnal, drift, periodic) after 30
+minutes of the same kind of traffic, another draw of the generator ("yesterday"), instead
+of the 2-minute steady warm-up: every policy has served it, nothing in it is measured, and
+new peaks are judged against it too. ``static`` is then sized on the measured part's peak
+(foresight) and a second row, ``static (yesterday's peak)``, on the history's (what a
+capacity plan sized from past traffic holds). The traces and flash crowds have no such
+draw and are left out.
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ import pickle
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,16 +60,23 @@ from gpuserve.sim.comparing import (  # noqa: E402
     prepare,
     run_contenders,
 )
-from gpuserve.sim.generators import bin_counts, bin_stats, in_spans, new_peaks  # noqa: E402
+from gpuserve.sim.generators import (  # noqa: E402
+    BinStats,
+    bin_counts,
+    bin_stats,
+    in_spans,
+    new_peaks,
+)
 from gpuserve.sim.lineup import POLICIES  # noqa: E402
 from gpuserve.sim.start_costs import start_cost_s  # noqa: E402
-from gpuserve.sim.suite import LOADS, SUITE, TRACE_FILES  # noqa: E402
+from gpuserve.sim.suite import DURATION, LOADS, SUITE, TRACE_FILES  # noqa: E402
 from gpuserve.sim.workload import Workload, parse_trace  # noqa: E402
 
 # "No worse" allows for ties a run cannot resolve: 0.01 percentage point of attainment
 # and 1% of GPU-hours.
 ATTAINMENT_TIE = 0.0001
 GPU_TIE = 0.01
+YESTERDAY_STATIC = "static (yesterday's peak)"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -90,6 +106,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=float,
         default=SCALE_DOWN_WINDOW_S,
         help="seconds: gpuserve's scaleDownStabilization (default: the API's default)",
+    )
+    p.add_argument(
+        "--history",
+        action="store_true",
+        help="generated workloads only, each after 30 minutes of another draw of the same "
+        "generator instead of the steady warm-up; adds static sized on that history",
     )
     return p.parse_args(argv)
 
@@ -201,12 +223,13 @@ def _prepared(
     key: str,
     seed: int,
     warmup_span: float,
+    history: Callable[[], Workload | None],
 ) -> Prepared:
     path = args.cache / f"{key}.prepared.pickle" if args.cache else None
     if path is not None and path.exists():
         cached: Prepared = pickle.loads(path.read_bytes())
         return cached
-    prepared = prepare(setup, build(), seed, warmup_span=warmup_span)
+    prepared = prepare(setup, build(), seed, warmup_span=warmup_span, history=history())
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(pickle.dumps(prepared))
@@ -230,31 +253,61 @@ def main(argv: list[str] | None = None) -> int:
     setup = Setup(queue_timeout=args.queue_timeout, scale_down_window=args.scale_down_window)
     # The default row is what the summary judges: it runs beside any warm pools asked for.
     rows = contenders(list(POLICIES), [0, *(w for w in args.warm_pool if w != 0)], [0.0])
+    chosen = [w for w in SUITE if w.name in args.workloads]
+    if args.history:
+        setup = replace(setup, warmup=DURATION)
+        rows = _history_rows(rows, DURATION)
+        skipped = [w.name for w in chosen if not w.has_history]
+        chosen = [w for w in chosen if w.has_history]
+        if skipped:
+            print(
+                f"--history: left out {', '.join(skipped)} (a trace or a crowd on it has "
+                "no other draw of the same traffic)",
+                file=sys.stderr,
+            )
+        if not chosen:
+            print(
+                "--history: none of the workloads asked for has a history; generated "
+                "ones do: " + ", ".join(w.name for w in SUITE if w.has_history),
+                file=sys.stderr,
+            )
+            return 2
     summary = []
     started = time.perf_counter()
-    for spec in [w for w in SUITE if w.name in args.workloads]:
+    for spec in chosen:
         for load in args.loads:
             totals = {c.label: Totals() for c in rows}
-            stats = []
+            stats: list[BinStats] = []
             for seed in range(args.seed, args.seed + args.seeds):
                 key = f"{spec.name}-{load:g}x-seed{seed}"
                 if args.queue_timeout:
                     key += f"-timeout{args.queue_timeout:g}"
+                if args.history:
+                    key += "-history"
                 build = functools.partial(spec.build, traces, load, seed)
-                prepared = _prepared(setup, args, build, key, seed, spec.warmup_span(load))
+                history = functools.partial(spec.yesterday, traces, load, seed)
+                prepared = _prepared(setup, args, build, key, seed, spec.warmup_span(load), history)
                 measured = prepared.workload.window(setup.warmup, float("inf"))
                 if not stats:  # the table prints the first seed's statistics
                     stats.append(bin_stats(measured))
                 burst_end = first_burst_end(measured.arrivals)
+                # Judged against a history the policies served, not the steady warm-up.
+                judged = prepared.workload if args.history else measured
                 peaks = new_peaks(
-                    measured.arrivals,
+                    judged.arrivals,
                     memory=setup.policy().burst_memory,
                     horizon=setup.gpu.cold_start,
+                    measured_from=setup.warmup if args.history else 0.0,
                 )
                 outcomes = _outcomes(setup, args, prepared, rows, key, burst_end, peaks)
                 oracle = outcomes["oracle"].gpu_hours
+                # What the oracle's starts cost in the measured part.
                 plan, cold = prepared.plan, setup.gpu.cold_start
-                paid = oracle + start_cost_s(plan.replicas, plan.window, cold) / 3600.0
+                first = int(setup.warmup // plan.window)
+                paid = (
+                    oracle
+                    + start_cost_s(plan.replicas, plan.window, cold, from_window=first) / 3600.0
+                )
                 for label, o in outcomes.items():
                     totals[label].add(o, oracle, paid)
             s = stats[0]
@@ -283,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     held = ""
     if setup.scale_down_window != SCALE_DOWN_WINDOW_S:
         held = f"; gpuserve's scaleDownStabilization {setup.scale_down_window:g}s"
+    if args.history:
+        held += f"; after {setup.warmup / 60:g} minutes of history"
     print(f"\n## Summary ({args.seeds} seed(s), {time.perf_counter() - started:.0f}s{held})\n")
     print(
         "| workload | load | default attainment | after first burst | misses in new peaks | "
@@ -328,6 +383,19 @@ def _outcomes(
         peers = {k: asdict(v) for k, v in {**cached, **fresh}.items() if k in labels}
         path.write_text(json.dumps(peers))
     return {c.label: fresh.get(c.label) or cached[c.label] for c in rows}
+
+
+def _history_rows(rows: list[Contender], history_s: float) -> list[Contender]:
+    """With a history: static sized on the measured part's peak (foresight, as without
+    one), and beside it static sized on the history's peak."""
+    out: list[Contender] = []
+    for c in rows:
+        if c.name != "static":
+            out.append(c)
+            continue
+        out.append(replace(c, sized_on=(history_s, float("inf"))))
+        out.append(replace(c, label=YESTERDAY_STATIC, sized_on=(0.0, history_s)))
+    return out
 
 
 def _peer_labels(rows: list[Contender]) -> set[str]:

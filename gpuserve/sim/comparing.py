@@ -121,6 +121,9 @@ class Contender:
     name: PolicyName
     warm_pool: WarmPool = 0
     planning: float = 0.0
+    # static only: sized on the oracle plan's peak over this span of the run (seconds;
+    # None: the whole run), e.g. a history the service served before the measured part.
+    sized_on: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,12 +144,24 @@ class Prepared:
     seconds: float
 
 
-def prepare(setup: Setup, workload: Workload, seed: int, *, warmup_span: float = 60.0) -> Prepared:
+def prepare(
+    setup: Setup,
+    workload: Workload,
+    seed: int,
+    *,
+    warmup_span: float = 60.0,
+    history: Workload | None = None,
+) -> Prepared:
     """``warmup_span``: the warm-up runs at the workload's mean rate over its first
-    ``warmup_span`` seconds (a trace's first minute, compressed)."""
+    ``warmup_span`` seconds (a trace's first minute, compressed). With a ``history``, the
+    warm-up is its first ``setup.warmup`` seconds instead: traffic of the same kind the
+    service served before (every policy runs through it; nothing in it is measured)."""
     started = time.perf_counter()
-    first_minute = workload.rate_between(0.0, warmup_span)
-    warmed = workload.with_warmup(seconds=setup.warmup, rate=first_minute, seed=seed)
+    if history is not None:
+        warmed = workload.after(history, seconds=setup.warmup)
+    else:
+        first_minute = workload.rate_between(0.0, warmup_span)
+        warmed = workload.with_warmup(seconds=setup.warmup, rate=first_minute, seed=seed)
     config = setup.sim_config(seed)
     mean_items = sum(warmed.items) / max(1, len(warmed))
     calibration = calibrate(config=config, items=round(mean_items))
@@ -164,9 +179,8 @@ def run_contenders(setup: Setup, prepared: Prepared, contenders: list[Contender]
         tuned = replace(policy, planning_quantile=c.planning / 100) if c.planning else policy
         auto = c.warm_pool == "auto"
         tuned = replace(tuned, warm_pool_auto=True) if auto else tuned
-        scaler = make_scaler(
-            c.name, policy=tuned, calibration=prepared.calibration, plan=prepared.plan
-        )
+        plan = prepared.plan.within(*c.sized_on) if c.sized_on else prepared.plan
+        scaler = make_scaler(c.name, policy=tuned, calibration=prepared.calibration, plan=plan)
         cfg = replace(
             sim_config_for(c.name, prepared.config, 0 if auto else int(c.warm_pool)),
             initial_replicas=prepared.plan.replicas[0],

@@ -71,7 +71,12 @@ def bin_stats(workload: Workload, bin_seconds: float = 10.0) -> BinStats:
 
 
 def new_peaks(
-    arrivals: Sequence[float], *, memory: float, horizon: float, bin_seconds: float = 10.0
+    arrivals: Sequence[float],
+    *,
+    memory: float,
+    horizon: float,
+    bin_seconds: float = 10.0,
+    measured_from: float = 0.0,
 ) -> list[tuple[float, float]]:
     """Spans ``[start, start + horizon)`` from every bin busier than every bin of the
     ``memory`` before it, by more than 3 standard deviations of Poisson noise.
@@ -80,14 +85,18 @@ def new_peaks(
     largest load in its memory was lower, and pods it starts serve only ``horizon`` (a cold
     start) later. Only foresight (the oracle, static at the trace's peak) covers it. Misses
     there are the price of not knowing the future; misses elsewhere are the policy's own.
+    ``measured_from``: arrivals before it are a history the policy served (the bins after
+    it are judged against its load too); spans are then timed from it and only those
+    reaching past it kept.
     """
     counts = bin_counts(arrivals, bin_seconds)
     span = int(memory // bin_seconds)
     spans = []
     for i in range(1, len(counts)):
         before = max(counts[max(0, i - span) : i])
-        if counts[i] > before + 3.0 * math.sqrt(before + 1.0):
-            spans.append((i * bin_seconds, i * bin_seconds + horizon))
+        start = i * bin_seconds - measured_from
+        if counts[i] > before + 3.0 * math.sqrt(before + 1.0) and start + horizon > 0:
+            spans.append((start, start + horizon))
     return spans
 
 

@@ -28,6 +28,16 @@ class OraclePlan:
     def peak(self) -> int:
         return max(self.replicas)
 
+    def within(self, start: float, end: float = float("inf")) -> OraclePlan:
+        """The windows that overlap ``[start, end)``, the first of them now at 0 (a plan
+        over a history and the part measured after it, cut to one of them)."""
+        first = max(0, int(start // self.window))
+        last = len(self.replicas) if end == float("inf") else int(-(-end // self.window))
+        kept = self.replicas[first : max(first + 1, last)]
+        if not kept:
+            raise ValueError(f"no window of the plan overlaps [{start}, {end})")
+        return OraclePlan(self.window, kept)
+
 
 @dataclass(frozen=True, slots=True)
 class OracleGoal:

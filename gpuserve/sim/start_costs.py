@@ -22,9 +22,18 @@ def paid_plan(plan: Sequence[int], window_s: float, start_s: float) -> tuple[int
     return _cheapest(plan, window_s, start_s)[1]
 
 
-def start_cost_s(plan: Sequence[int], window_s: float, start_s: float) -> float:
-    """GPU-seconds ``paid_plan`` costs beyond ``plan`` served with free, instant starts."""
-    return _cheapest(plan, window_s, start_s)[0] - sum(plan) * window_s
+def start_cost_s(
+    plan: Sequence[int], window_s: float, start_s: float, *, from_window: int = 0
+) -> float:
+    """GPU-seconds ``paid_plan`` costs beyond ``plan`` served with free, instant starts,
+    counted from window ``from_window`` on (a run measured after a warm-up or a history:
+    the pods held and started before it are not in what is measured)."""
+    sizes = _cheapest(plan, window_s, start_s)[1]
+    before = [plan[0] if plan else 0, *sizes[:-1]]
+    return sum(
+        (sizes[k] - plan[k]) * window_s + start_s * max(0, sizes[k] - before[k])
+        for k in range(max(0, from_window), len(plan))
+    )
 
 
 def _cheapest(

@@ -17,6 +17,8 @@ from gpuserve.sim.workload import TraceRequest, Workload, workload_from_trace
 BASE_RATE = 5.5  # req/s at 1x
 DURATION = 1800.0  # seconds of each generated workload
 LOADS = (1.0, 2.0, 4.0)
+# Seeds of the histories are these apart from the measured draws' seeds.
+HISTORY_SEED = 10_000
 Traces = Mapping[str, Sequence[TraceRequest]]
 
 
@@ -26,6 +28,18 @@ class SuiteWorkload:
     description: str
     build: Callable[[Traces, float, int], Workload]  # (traces, load, seed)
     compressed: bool = False  # load compresses a trace's time (else: multiplies a rate)
+
+    @property
+    def has_history(self) -> bool:
+        """Whether another draw of the same traffic exists: a generator's, with another
+        seed. A trace has none (replaying it would be foresight), nor has a flash crowd on
+        it (a crowd does not recur)."""
+        return not self.compressed
+
+    def yesterday(self, traces: Traces, load: float, seed: int) -> Workload | None:
+        """The same kind of traffic served before the measured part (``--history``), or
+        None where there is none (``has_history``)."""
+        return self.build(traces, load, seed + HISTORY_SEED) if self.has_history else None
 
     def warmup_span(self, load: float) -> float:
         """Seconds whose mean rate the warm-up runs at: the first minute of the source,

@@ -10,7 +10,7 @@ import json
 import math
 import random
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 
@@ -49,6 +49,18 @@ class Workload:
             priorities=(
                 (self.priorities[0],) * len(lead) + self.priorities if self.priorities else ()
             ),
+        )
+
+    def after(self, history: Workload, *, seconds: float) -> Workload:
+        """``history`` (its first ``seconds``) and then this workload, shifted by
+        ``seconds``: a service that already served ``history`` meets this one."""
+        before = history.window(0.0, seconds)
+        if self.priorities and not before.priorities:
+            before = replace(before, priorities=(self.priorities[0],) * len(before))
+        return Workload(
+            arrivals=before.arrivals + tuple(t + seconds for t in self.arrivals),
+            items=before.items + self.items,
+            priorities=before.priorities + self.priorities if self.priorities else (),
         )
 
     def rate_between(self, start: float, end: float) -> float:

@@ -100,6 +100,15 @@ def test_new_peaks_are_load_above_everything_the_memory_holds() -> None:
     spans = new_peaks(arrivals, memory=1800.0, horizon=45.0)
     assert spans == [(600.0, 645.0), (3100.0, 3145.0)]
     assert new_peaks(arrivals, memory=3600.0, horizon=45.0) == [(600.0, 645.0)]
+    # Measured from 1000 s on, after a history the policy served: the burst at 1200 s is
+    # no peak (the history's at 600 s was as high), and the spans are timed from 1000 s.
+    after = new_peaks(arrivals, memory=1800.0, horizon=45.0, measured_from=1000.0)
+    assert after == [(2100.0, 2145.0)]
+    # A span that began in the history but reaches into the measured part is kept.
+    assert new_peaks(arrivals, memory=1800.0, horizon=45.0, measured_from=620.0) == [
+        (-20.0, 25.0),
+        (2480.0, 2525.0),
+    ]
 
 
 def test_times_in_overlapping_spans_are_found_with_their_ends_excluded() -> None:

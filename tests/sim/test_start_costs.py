@@ -48,3 +48,24 @@ def test_the_schedule_is_the_cheapest_of_all_that_serve_the_plan() -> None:
         assert start_cost_s(plan, window_s, start_s) == pytest.approx(
             _brute_force(plan, window_s, start_s)
         )
+
+
+def test_only_what_falls_in_the_measured_windows_is_counted() -> None:
+    # [warm-up, warm-up, measured...]: the pod held through the warm-up's dip and the start
+    # that ended it fall before the measured part; the start in window 3 falls in it.
+    plan = [2, 1, 2, 3]
+    assert paid_plan(plan, 30.0, 45.0) == (2, 2, 2, 3)
+    assert start_cost_s(plan, 30.0, 45.0) == pytest.approx(30.0 + 45.0)
+    assert start_cost_s(plan, 30.0, 45.0, from_window=2) == pytest.approx(45.0)
+    assert start_cost_s(plan, 30.0, 45.0, from_window=4) == 0.0
+    # Split anywhere, the parts add up to the whole.
+    rng = random.Random(11)
+    for _ in range(100):
+        plan = [rng.randint(1, 5) for _ in range(rng.randint(1, 8))]
+        cut = rng.randint(0, len(plan))
+        whole = start_cost_s(plan, 30.0, 45.0)
+        later = start_cost_s(plan, 30.0, 45.0, from_window=cut)
+        sizes = paid_plan(plan, 30.0, 45.0)
+        earlier = sum((s - n) * 30.0 for s, n in zip(sizes[:cut], plan[:cut], strict=True))
+        earlier += 45.0 * sum(max(0, b - a) for a, b in itertools.pairwise((plan[0], *sizes[:cut])))
+        assert earlier + later == pytest.approx(whole)
