@@ -51,8 +51,8 @@ def test_the_schedule_is_the_cheapest_of_all_that_serve_the_plan() -> None:
 
 
 def test_only_what_falls_in_the_measured_windows_is_counted() -> None:
-    # [warm-up, warm-up, measured...]: the pod held through the warm-up's dip and the start
-    # that ended it fall before the measured part; the start in window 3 falls in it.
+    # [warm-up, warm-up, measured, measured]: the pod held through the warm-up's dip
+    # (window 1) falls before the measured part; the start in window 3 falls in it.
     plan = [2, 1, 2, 3]
     assert paid_plan(plan, 30.0, 45.0) == (2, 2, 2, 3)
     assert start_cost_s(plan, 30.0, 45.0) == pytest.approx(30.0 + 45.0)
