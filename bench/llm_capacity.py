@@ -47,7 +47,6 @@ docs/bench-notes/llm-capacity.md records the figures and the commands.
 from __future__ import annotations
 
 import argparse
-import pickle
 import sys
 import time
 from collections.abc import Callable
@@ -56,6 +55,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from pickle_cache import pickled  # noqa: E402
 
 from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S  # noqa: E402
 from gpuserve.llm.capacity import TokenObjectives  # noqa: E402
@@ -241,14 +243,7 @@ def _yardsticks(
     """The oracle's and the baselines' runs, from ``cache`` when an earlier run left them
     there (only gpuserve's rule changes between such runs)."""
     path = cache / f"{key}.pickle" if cache is not None else None
-    if path is not None and path.exists():
-        cached: Yardsticks = pickle.loads(path.read_bytes())
-        return cached
-    sticks = yardsticks(config, trace)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(pickle.dumps(sticks))
-    return sticks
+    return pickled(path, lambda: yardsticks(config, trace))
 
 
 def scalers_table(

@@ -36,17 +36,17 @@ draw and are left out.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
-import pickle
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from pickle_cache import pickled  # noqa: E402
 
 from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S  # noqa: E402
 from gpuserve.sim.comparing import (  # noqa: E402
@@ -69,8 +69,8 @@ from gpuserve.sim.generators import (  # noqa: E402
 )
 from gpuserve.sim.lineup import POLICIES  # noqa: E402
 from gpuserve.sim.start_costs import start_cost_s  # noqa: E402
-from gpuserve.sim.suite import DURATION, LOADS, SUITE, TRACE_FILES  # noqa: E402
-from gpuserve.sim.workload import Workload, parse_trace  # noqa: E402
+from gpuserve.sim.suite import DURATION, LOADS, SUITE, TRACE_FILES, SuiteWorkload, Traces  # noqa: E402
+from gpuserve.sim.workload import parse_trace  # noqa: E402
 
 # "No worse" allows for ties a run cannot resolve: 0.01 percentage point of attainment
 # and 1% of GPU-hours.
@@ -219,21 +219,24 @@ def first_burst_end(arrivals: tuple[float, ...], bin_seconds: float = 10.0) -> f
 def _prepared(
     setup: Setup,
     args: argparse.Namespace,
-    build: Callable[[], Workload],
-    key: str,
+    spec: SuiteWorkload,
+    traces: Traces,
+    load: float,
     seed: int,
-    warmup_span: float,
-    history: Callable[[], Workload | None],
+    key: str,
 ) -> Prepared:
+    """The workload (after its history with ``--history``) prepared, from the cache."""
     path = args.cache / f"{key}.prepared.pickle" if args.cache else None
-    if path is not None and path.exists():
-        cached: Prepared = pickle.loads(path.read_bytes())
-        return cached
-    prepared = prepare(setup, build(), seed, warmup_span=warmup_span, history=history())
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(pickle.dumps(prepared))
-    return prepared
+    return pickled(
+        path,
+        lambda: prepare(
+            setup,
+            spec.build(traces, load, seed),
+            seed,
+            warmup_span=spec.warmup_span(load),
+            history=spec.yesterday(traces, load, seed),
+        ),
+    )
 
 
 def dominates(a: Totals, b: Totals) -> bool:
@@ -284,26 +287,26 @@ def main(argv: list[str] | None = None) -> int:
                     key += f"-timeout{args.queue_timeout:g}"
                 if args.history:
                     key += "-history"
-                build = functools.partial(spec.build, traces, load, seed)
-                history = functools.partial(spec.yesterday, traces, load, seed)
-                prepared = _prepared(setup, args, build, key, seed, spec.warmup_span(load), history)
+                prepared = _prepared(setup, args, spec, traces, load, seed, key)
                 measured = prepared.workload.window(setup.warmup, float("inf"))
                 if not stats:  # the table prints the first seed's statistics
                     stats.append(bin_stats(measured))
                 burst_end = first_burst_end(measured.arrivals)
                 # Judged against a history the policies served, not the steady warm-up.
-                judged = prepared.workload if args.history else measured
+                judged, offset = (
+                    (prepared.workload, setup.warmup) if args.history else (measured, 0.0)
+                )
                 peaks = new_peaks(
                     judged.arrivals,
                     memory=setup.policy().burst_memory,
                     horizon=setup.gpu.cold_start,
-                    measured_from=setup.warmup if args.history else 0.0,
+                    measured_from=offset,
                 )
                 outcomes = _outcomes(setup, args, prepared, rows, key, burst_end, peaks)
                 oracle = outcomes["oracle"].gpu_hours
                 # What the oracle's starts cost in the measured part.
                 plan, cold = prepared.plan, setup.gpu.cold_start
-                first = int(setup.warmup // plan.window)
+                first = plan.window_of(setup.warmup)
                 paid = (
                     oracle
                     + start_cost_s(plan.replicas, plan.window, cold, from_window=first) / 3600.0

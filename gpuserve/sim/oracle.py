@@ -20,9 +20,12 @@ class OraclePlan:
     window: float
     replicas: tuple[int, ...]  # serving replicas for [k*window, (k+1)*window)
 
+    def window_of(self, t: float) -> int:
+        """The index of the window holding time ``t`` (past the plan's end: past its last)."""
+        return max(0, int(t // self.window))
+
     def at(self, t: float) -> int:
-        k = min(len(self.replicas) - 1, max(0, int(t // self.window)))
-        return self.replicas[k]
+        return self.replicas[min(len(self.replicas) - 1, self.window_of(t))]
 
     @property
     def peak(self) -> int:
@@ -31,7 +34,7 @@ class OraclePlan:
     def within(self, start: float, end: float = float("inf")) -> OraclePlan:
         """The windows that overlap ``[start, end)``, the first of them now at 0 (a plan
         over a history and the part measured after it, cut to one of them)."""
-        first = max(0, int(start // self.window))
+        first = self.window_of(start)
         last = len(self.replicas) if end == float("inf") else int(-(-end // self.window))
         kept = self.replicas[first : max(first + 1, last)]
         if not kept:
