@@ -4,6 +4,7 @@ real policy on the same workload (up to the window granularity)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from gpuserve.sim.config import SimConfig
@@ -98,6 +99,13 @@ def _fewest(config: SimConfig, part: Workload, target: float, most: int, *, star
         result = simulate(config=sized, workload=part, scaler=HoldScaler())
         return result.attainment() >= target
 
+    return fewest_meeting(meets, start=start, most=most)
+
+
+def fewest_meeting(meets: Callable[[int], bool], *, start: int, most: int) -> int:
+    """The fewest replicas in [1, most] that ``meets``, searched from ``start`` (the
+    window before's size: neighbouring windows need alike sizes, so few sizes are tried).
+    ``most`` when none below it meets."""
     n = max(1, start)
     if meets(n):
         while n > 1 and meets(n - 1):

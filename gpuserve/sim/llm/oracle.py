@@ -17,6 +17,7 @@ from typing import NamedTuple
 from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, simulate_cluster
 from gpuserve.sim.llm.scalers import Planned, Static
 from gpuserve.sim.llm.traces import TokenRequest, TokenTrace
+from gpuserve.sim.oracle import fewest_meeting
 
 # A bound on the end-to-end checks (each is one run over the whole trace).
 REFINE_ROUNDS = 8
@@ -119,14 +120,4 @@ def _fewest(
     # objective): the window's goal is then what ample replicas attain.
     goal = min(target, attained(_ample(start)) - 1e-9)
 
-    def meets(n: int) -> bool:
-        return attained(n) >= goal
-
-    n = max(1, start)
-    if meets(n):
-        while n > 1 and meets(n - 1):
-            n -= 1
-        return n
-    while n < most and not meets(n + 1):
-        n += 1
-    return min(most, n + 1)
+    return fewest_meeting(lambda n: attained(n) >= goal, start=start, most=most)
