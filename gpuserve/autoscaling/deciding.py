@@ -18,7 +18,7 @@ from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory, added_up
 from gpuserve.autoscaling.metrics import MetricHistory, MetricSample, latest_of, mean_of
 from gpuserve.autoscaling.pools import PoolState
-from gpuserve.autoscaling.trend import significant_slope
+from gpuserve.autoscaling.trend import hold_window, significant_slope
 
 # A sample stamped exactly at `now` belongs to the current evaluation.
 _EPS = 1e-9
@@ -262,6 +262,21 @@ def decide(
     if pools.warm_ready >= committed - raw:
         down_window = min(down_window, config.warm_scale_down_window)
     since = memory.since if memory.since is not None else now
+    held_for = down_window
+    if burst <= 0.0 and now - since >= down_window:
+        # A record is a need from the stable window's mean: half that window behind
+        # the fitted line.
+        held_for = hold_window(
+            window,
+            now,
+            window_s=down_window,
+            startup_s=horizon,
+            slope=demand.slope,
+            line_now=demand.fitted - demand.slope * config.stable_window / 2.0,
+            replicas_for=lambda rate: _clamp(config, _replicas_for_rate(rate, caps, pools)),
+        )
+    falling = held_for < down_window
+    down_window = held_for
     stabilised = max(n for t, n in window if t > now - down_window + _EPS or t == now)
     stabilised = max(stabilised, raw)
     if now - since < down_window:
@@ -304,7 +319,7 @@ def decide(
         if stabilised > raw:
             why += (
                 f"; scale-down held at {stabilised} (highest recommendation over "
-                f"{down_window:.0f}s)"
+                f"{down_window:.0f}s{', demand falling' if falling else ''})"
             )
         elif target > raw:
             why += f"; scale-down limited to {committed - target} pods this step"

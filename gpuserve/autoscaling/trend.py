@@ -4,7 +4,7 @@ it, since both scaling rules extrapolate it over a whole start-up time."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gpuserve.autoscaling.bursts import MINUTE_S, Minutes
 
@@ -46,3 +46,32 @@ def minute_trend(minutes: Minutes, now: float, span_s: float) -> float:
     return significant_slope(
         [(start + MINUTE_S / 2, level) for start, _, level, _ in span], MINUTE_S
     )
+
+
+def hold_window(
+    records: Sequence[tuple[float, int]],
+    now: float,
+    *,
+    window_s: float,
+    startup_s: float,
+    slope: float,
+    line_now: float,
+    replicas_for: Callable[[float], int],
+) -> float:
+    """How far back a scale-down is held: ``window_s``, or one start-up where demand
+    falls and its line accounts for every record held (both scaling rules).
+
+    The hold keeps pods that noise, or a burst's return, would want back before a new one
+    could start. Demand falling beyond what its noise explains (``slope`` < 0, as
+    ``significant_slope`` or ``minute_trend`` give it; callers do not ask while burst
+    headroom is held) is neither: where the replicas for the line followed back over the whole
+    window are at least every record in it, those records are the demand that has gone,
+    and holding them longer than a start-up only pays for pods the trend left behind.
+    ``line_now`` is the line's value for a record made now (a record made from a mean
+    over a window stands half that window behind the line).
+    """
+    if slope >= 0.0:
+        return window_s
+    held = max((n for t, n in records if t > now - window_s), default=0)
+    before = line_now - slope * window_s
+    return min(window_s, startup_s) if held <= replicas_for(before) else window_s

@@ -26,7 +26,8 @@ here for LLM formats. Per evaluation:
    that the stable rate or the burst memory backs (not the lookahead on a rise, the 15-s
    rate or the backlog), never above the replicas committed, kept in the policy memory
    as the operator keeps it in status (the current size counts until a whole window has
-   been seen).
+   been seen); over one start-up only where the minutes' levels fall and their line
+   accounts for every record held (``gpuserve.autoscaling.trend.hold_window``).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S
 from gpuserve.autoscaling.deciding import finish_decision
 from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory
 from gpuserve.autoscaling.pools import PoolState
-from gpuserve.autoscaling.trend import minute_trend
+from gpuserve.autoscaling.trend import hold_window, minute_trend
 from gpuserve.llm.capacity import LoadShape, TokenObjectives, replica_capacity
 from gpuserve.llm.dispersion import dispersion_sample, measured_dispersion, remember_dispersion
 from gpuserve.llm.observing import Observation
@@ -207,13 +208,32 @@ def decide_llm(
     # every 5 s) on Poisson traffic alone; a rise that lasts is in the stable rate within
     # a minute, and one far beyond its noise is in the burst memory.
     evidence = max(need_burst, replicas_for(stable_rate, per_replica))
-    since = now - policy.scale_down_window_s
-    kept = (*((t, n) for t, n in memory.recommendations if t > since), (now, min(need, evidence)))
+    window_s = policy.scale_down_window_s
+    kept = (
+        *((t, n) for t, n in memory.recommendations if t > now - window_s),
+        (now, min(need, evidence)),
+    )
     # Until a whole window has been seen (a restarted operator), the current size counts
     # as a recommendation: what was recommended before is unknown.
     since = memory.since if memory.since is not None else now
-    remembered = [n for _, n in kept] + (
-        [committed] if now - since < policy.scale_down_window_s else []
+    held_for = window_s
+    if burst <= 0.0 and now - since >= window_s:
+        # The minutes' levels falling: the records the line accounts for are demand
+        # that has gone. A record is made from the stable rate, which stands where the
+        # line does for a record made now.
+        held_for = hold_window(
+            kept,
+            now,
+            window_s=window_s,
+            startup_s=policy.startup_s,
+            slope=minute_trend(memory.surges, now, TREND_SPAN_S),
+            line_now=stable_rate,
+            replicas_for=lambda rate: replicas_for(rate, per_replica),
+        )
+        if held_for < window_s and need < committed:
+            reason += f"; demand falling: scale-down held over {held_for:.0f}s"
+    remembered = [n for t, n in kept if t > now - held_for] + (
+        [committed] if now - since < window_s else []
     )
     # Holding a scale-down never grows: a record above the replicas committed was a need
     # they could not all be placed for, and the evidence now asks for fewer.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -16,6 +17,7 @@ from gpuserve.autoscaling import (
     Decision,
     MetricHistory,
     MetricSample,
+    PolicyConfig,
     PolicyMemory,
     PoolState,
     decide,
@@ -221,6 +223,59 @@ def test_flapping_load_does_not_oscillate() -> None:
     changes = sum(1 for a, b in itertools.pairwise(sizes) if a != b)
     assert changes <= 2, sizes
     assert min(sizes) >= 5  # never sized for the troughs
+
+
+def _follow(rate: Callable[[float], float], cfg: PolicyConfig) -> dict[float, int]:
+    """Serving pods every 5 s for 600 s while ``decide`` sizes the service (cuts take
+    effect at once), from a whole window of records at the first rate."""
+    memory = PolicyMemory(since=-300.0, recommendations=tuple((t, 8) for t in range(-115, 1, 5)))
+    serving, sizes = 8, {}
+    for step in range(120):
+        now = 5.0 * step
+        decision = decide(
+            config=cfg,
+            history=history(rate, start=now - 130, end=now),
+            pools=pools(serving),
+            now=now,
+            memory=memory,
+        )
+        memory, serving = decision.memory, decision.desired_replicas
+        sizes[now] = serving
+    return sizes
+
+
+def _falling(t: float, spike_at: float | None = None) -> float:
+    """8 replicas' worth of demand until 200 s, down to 2 by 440 s, then flat; with
+    ``spike_at``, 12 replicas' worth in the two scrapes up to it."""
+    cap = capacity()
+    if spike_at is not None and spike_at - 5.0 - 1e-9 <= t <= spike_at + 1e-9:
+        return 12 * cap
+    return cap * (8.0 - 6.0 * min(1.0, max(0.0, (t - 200.0) / 240.0)))
+
+
+def test_a_falling_trend_lets_pods_go_after_a_start_up_not_a_whole_window() -> None:
+    # The records of the last 120 s follow the fitted line back: they are demand that has
+    # gone, so the hold keeps only a start-up's worth (45 s) of them.
+    cap = capacity()
+    cfg = config(scale_down_window=120.0, burst_memory=0.0)
+    sizes = _follow(_falling, cfg)
+    for now, n in sizes.items():
+        assert n >= math.ceil(_falling(now) / cap - 1e-9), (now, n)  # never below the need
+    # A record is a need from the 60-s mean, 30 s behind the line: at 380 s the hold
+    # keeps what the demand needed 45 + 30 s before (6 pods; it needs 4 now), where the
+    # whole window would keep what it needed 120 + 30 s before (8).
+    assert sizes[380.0] == math.ceil(_falling(380.0 - 45.0 - 30.0) / cap) == 6
+    assert sizes[380.0] < math.ceil(_falling(380.0 - 120.0 - 30.0) / cap) == 8
+
+
+def test_a_record_the_falling_line_does_not_explain_keeps_the_whole_hold() -> None:
+    # Two scrapes at 12 replicas' worth during the fall: the line followed back does not
+    # reach them, so they are no past of the trend; the window holds them for its 120 s.
+    cfg = config(scale_down_window=120.0, burst_memory=0.0)
+    sizes = _follow(lambda t: _falling(t, spike_at=300.0), cfg)
+    assert sizes[300.0] == 12
+    assert sizes[415.0] == 12
+    assert sizes[425.0] < 12
 
 
 def test_first_window_after_restart_does_not_scale_down() -> None:

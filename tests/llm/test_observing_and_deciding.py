@@ -198,6 +198,38 @@ def test_holding_a_scale_down_never_grows_past_the_replicas_committed() -> None:
     assert decision.desired_replicas == 2 and decision.started == 0
 
 
+def test_levels_falling_along_their_line_hold_a_scale_down_one_start_up() -> None:
+    # The minutes' levels fall by one replica's worth a minute; the records of the last
+    # 120 s were made along that line (each from the minute's rate then). Followed back
+    # 120 s, the line needs 4 replicas: the records are demand that has gone, and the hold
+    # keeps only those of the last start-up (45 s).
+    per_replica = replica_capacity(POLICY.params, SHAPE, OBJECTIVES).rate * POLICY.utilization
+    now = 1000.0
+
+    def line(t: float) -> float:  # the minutes' level, standing at each minute's middle
+        return per_replica * (2.0 - (t - (now - 30.0)) / 60.0)
+
+    minutes = tuple(
+        (now - 60.0 * k, 0.0, line(now - 60.0 * k + 30.0), 0.0) for k in range(5, 0, -1)
+    )
+    records = tuple(
+        (now - a, math.ceil(line(now - a - 30.0) / per_replica)) for a in range(115, 0, -5)
+    )
+    seen = _seen(now, line(now - 30.0))
+
+    def decide(levels: tuple[tuple[float, float, float, float], ...]) -> Decision:
+        memory = PolicyMemory(since=0.0, recommendations=records, surges=levels)
+        return decide_llm(
+            policy=POLICY, stable=seen, recent=seen, pools=_pools(4), now=now, memory=memory
+        )
+
+    falling = decide(minutes)
+    assert falling.desired_replicas == 3  # the records of the last 45 s: 2.67 replicas' worth
+    assert "demand falling: scale-down held over 45s" in falling.reason
+    flat = decide(tuple((t, 0.0, line(now - 30.0), 0.0) for t, _, _, _ in minutes))
+    assert flat.desired_replicas == 4  # the whole window's records
+
+
 def test_measured_ttft_over_its_objective_under_contention_adds_a_replica() -> None:
     low = replica_capacity(POLICY.params, SHAPE, OBJECTIVES).rate * 0.5
     slow = _seen(10.0, low, waiting=5.0, ttft=3.0)
