@@ -202,36 +202,31 @@ def test_flapping_load_does_not_oscillate() -> None:
     cap = capacity()
     cfg = config()
     memory = PolicyMemory(since=0.0)
-    serving = 6
-    sizes = []
-    for step in range(60):  # 5 minutes, demand alternating every 20 s between 3 and 6
-        now = 300.0 + 5 * step
 
-        def rate(t: float) -> float:
-            return 6 * cap if int(t // 20) % 2 else 3 * cap
+    def rate(t: float) -> float:  # alternating every 20 s between 3 and 6 replicas' worth
+        return 6 * cap if int(t // 20) % 2 else 3 * cap
 
-        decision = decide(
-            config=cfg,
-            history=history(rate, start=now - 120, end=now),
-            pools=pools(serving),
-            now=now,
-            memory=memory,
-        )
-        memory = decision.memory
-        serving = decision.desired_replicas
-        sizes.append(serving)
+    five_minutes = _follow(rate, cfg, serving=6, memory=memory, start=300.0, steps=60)
+    sizes = list(five_minutes.values())
     changes = sum(1 for a, b in itertools.pairwise(sizes) if a != b)
     assert changes <= 2, sizes
     assert min(sizes) >= 5  # never sized for the troughs
 
 
-def _follow(rate: Callable[[float], float], cfg: PolicyConfig) -> dict[float, int]:
-    """Serving pods every 5 s for 600 s while ``decide`` sizes the service (cuts take
-    effect at once), from a whole window of records at the first rate."""
-    memory = PolicyMemory(since=-300.0, recommendations=tuple((t, 8) for t in range(-115, 1, 5)))
-    serving, sizes = 8, {}
-    for step in range(120):
-        now = 5.0 * step
+def _follow(
+    rate: Callable[[float], float],
+    cfg: PolicyConfig,
+    *,
+    serving: int,
+    memory: PolicyMemory,
+    start: float = 0.0,
+    steps: int = 120,
+) -> dict[float, int]:
+    """Serving pods every 5 s from ``start`` while ``decide`` sizes the service (changes
+    take effect at once)."""
+    sizes = {}
+    for step in range(steps):
+        now = start + 5.0 * step
         decision = decide(
             config=cfg,
             history=history(rate, start=now - 130, end=now),
@@ -242,6 +237,12 @@ def _follow(rate: Callable[[float], float], cfg: PolicyConfig) -> dict[float, in
         memory, serving = decision.memory, decision.desired_replicas
         sizes[now] = serving
     return sizes
+
+
+# A whole window of records at 8 replicas before 0 s.
+_WHOLE_WINDOW_OF_8 = PolicyMemory(
+    since=-300.0, recommendations=tuple((float(t), 8) for t in range(-115, 1, 5))
+)
 
 
 def _falling(t: float, spike_at: float | None = None) -> float:
@@ -258,7 +259,7 @@ def test_a_falling_trend_lets_pods_go_after_a_start_up_not_a_whole_window() -> N
     # gone, so the hold keeps only a start-up's worth (45 s) of them.
     cap = capacity()
     cfg = config(scale_down_window=120.0, burst_memory=0.0)
-    sizes = _follow(_falling, cfg)
+    sizes = _follow(_falling, cfg, serving=8, memory=_WHOLE_WINDOW_OF_8)
     for now, n in sizes.items():
         assert n >= math.ceil(_falling(now) / cap - 1e-9), (now, n)  # never below the need
     # A record is a need from the 60-s mean, 30 s behind the line: at 380 s the hold
@@ -272,7 +273,9 @@ def test_a_record_the_falling_line_does_not_explain_keeps_the_whole_hold() -> No
     # Two scrapes at 12 replicas' worth during the fall: the line followed back does not
     # reach them, so they are no past of the trend; the window holds them for its 120 s.
     cfg = config(scale_down_window=120.0, burst_memory=0.0)
-    sizes = _follow(lambda t: _falling(t, spike_at=300.0), cfg)
+    sizes = _follow(
+        lambda t: _falling(t, spike_at=300.0), cfg, serving=8, memory=_WHOLE_WINDOW_OF_8
+    )
     assert sizes[300.0] == 12
     assert sizes[415.0] == 12
     assert sizes[425.0] < 12
