@@ -661,7 +661,11 @@ class ScalingSpec(_Model):
     )
     scale_down_stabilization: Duration = Field(
         default="120s",
-        description="Scale down only to the highest size recommended over this window.",
+        description=(
+            "Scale down only to the highest size recommended over this window; over one "
+            "start-up instead where demand falls along a line that accounts for every "
+            "recommendation held, and over 30s where ready warm pods could undo the cut."
+        ),
     )
     panic_window: Duration = Field(
         default="6s",
