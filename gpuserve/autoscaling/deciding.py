@@ -262,19 +262,19 @@ def decide(
     if pools.warm_ready >= committed - raw:
         down_window = min(down_window, config.warm_scale_down_window)
     since = memory.since if memory.since is not None else now
-    held_for = down_window
-    if burst <= 0.0 and now - since >= down_window:
+    held_for = hold_window(
+        window,
+        now,
+        since=since,
+        window_s=down_window,
+        startup_s=horizon,
+        slope=demand.slope,
+        burst_headroom=burst,
         # A record is a need from the stable window's mean: half that window behind
         # the fitted line.
-        held_for = hold_window(
-            window,
-            now,
-            window_s=down_window,
-            startup_s=horizon,
-            slope=demand.slope,
-            line_now=demand.fitted - demand.slope * config.stable_window / 2.0,
-            replicas_for=lambda rate: _clamp(config, _replicas_for_rate(rate, caps, pools)),
-        )
+        line_now=demand.fitted - demand.slope * config.stable_window / 2.0,
+        replicas_for=lambda rate: _clamp(config, _replicas_for_rate(rate, caps, pools)),
+    )
     falling = held_for < down_window
     down_window = held_for
     stabilised = max(n for t, n in window if t > now - down_window + _EPS or t == now)

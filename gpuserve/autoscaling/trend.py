@@ -52,9 +52,11 @@ def hold_window(
     records: Sequence[tuple[float, int]],
     now: float,
     *,
+    since: float,
     window_s: float,
     startup_s: float,
     slope: float,
+    burst_headroom: float,
     line_now: float,
     replicas_for: Callable[[float], int],
 ) -> float:
@@ -63,14 +65,15 @@ def hold_window(
 
     The hold keeps pods that noise, or a burst's return, would want back before a new one
     could start. Demand falling beyond what its noise explains (``slope`` < 0, as
-    ``significant_slope`` or ``minute_trend`` give it; callers do not ask while burst
-    headroom is held) is neither: where the replicas for the line followed back over the whole
-    window are at least every record in it, those records are the demand that has gone,
-    and holding them longer than a start-up only pays for pods the trend left behind.
+    ``significant_slope`` or ``minute_trend`` give it), with no ``burst_headroom`` held,
+    is neither: where the replicas for the line followed back over the whole window are
+    at least every record in it, those records are the demand that has gone, and holding
+    them longer than a start-up only pays for pods the trend left behind. The records
+    must cover a whole window (the memory began at ``since``): older ones are unknown.
     ``line_now`` is the line's value for a record made now (a record made from a mean
     over a window stands half that window behind the line).
     """
-    if slope >= 0.0:
+    if slope >= 0.0 or burst_headroom > 0.0 or now - since < window_s:
         return window_s
     held = max((n for t, n in records if t > now - window_s), default=0)
     before = line_now - slope * window_s

@@ -150,7 +150,8 @@ def decide_llm(
     # A rise too slow for the recent window to tell from noise shows in the minutes' levels:
     # the minute's rate stands half a window back, and a replica started now serves a
     # start-up later.
-    trend = max(0.0, minute_trend(memory.surges, now, TREND_SPAN_S))
+    level_slope = minute_trend(memory.surges, now, TREND_SPAN_S)
+    trend = max(0.0, level_slope)
     ahead = stable_rate + trend * (stable.window_s / 2 + policy.startup_s)
     trending = trend > 0 and ahead > demand
     if trending:
@@ -216,22 +217,21 @@ def decide_llm(
     # Until a whole window has been seen (a restarted operator), the current size counts
     # as a recommendation: what was recommended before is unknown.
     since = memory.since if memory.since is not None else now
-    held_for = window_s
-    if burst <= 0.0 and now - since >= window_s:
-        # The minutes' levels falling: the records the line accounts for are demand
-        # that has gone. A record is made from the stable rate, which stands where the
-        # line does for a record made now.
-        held_for = hold_window(
-            kept,
-            now,
-            window_s=window_s,
-            startup_s=policy.startup_s,
-            slope=minute_trend(memory.surges, now, TREND_SPAN_S),
-            line_now=stable_rate,
-            replicas_for=lambda rate: replicas_for(rate, per_replica),
-        )
-        if held_for < window_s and need < committed:
-            reason += f"; demand falling: scale-down held over {held_for:.0f}s"
+    held_for = hold_window(
+        kept,
+        now,
+        since=since,
+        window_s=window_s,
+        startup_s=policy.startup_s,
+        slope=level_slope,
+        burst_headroom=burst,
+        # A record is made from the stable rate, which stands where the minutes' line
+        # does for a record made now.
+        line_now=stable_rate,
+        replicas_for=lambda rate: replicas_for(rate, per_replica),
+    )
+    if held_for < window_s and need < committed:
+        reason += f"; demand falling: scale-down held over {held_for:.0f}s"
     remembered = [n for t, n in kept if t > now - held_for] + (
         [committed] if now - since < window_s else []
     )
