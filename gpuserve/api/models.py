@@ -523,8 +523,9 @@ class LLMSpec(_Model):
         "Prompt tokens one engine step computes at most; a longer prompt is prefilled in "
         "chunks of this size, each in a step beside the decoding sequences (vLLM's "
         "max_num_batched_tokens). Unset, for vLLM: the largest power of two whose step fits "
-        "slo.tpot on the slowest of the service's classes, from their engine costs (vLLM's "
-        "8192 without a tpot objective or a known class); see docs/llm.md. TensorRT-LLM "
+        "slo.tpot on the service's most preferred class with a known engine, from its "
+        "engine costs (vLLM's 8192 without a tpot objective or a known class); see "
+        "docs/llm.md. TensorRT-LLM "
         "fixes it when the engine is built (max_num_tokens): give the same value."
     )
     kv_cache_memory_fraction: float = Field(
