@@ -3,6 +3,7 @@
     .venv/bin/python bench/llm_capacity.py [--seeds 3] [--minutes M] [--routing-only]
         [--only azure-conv,mooncake-conv,bursty,flash-crowd,diurnal,drift,periodic]
         [--vllm-default-chunks] [--scale-down-window SECONDS] [--cache out/llm-cache]
+        [--history MINUTES]
     .venv/bin/python bench/llm_capacity.py --minutes 20 --chunk-sweep 512,1024,2048,4096,8192
 
 (the routing table runs with mooncake-conv, with no --only, or alone with --routing-only)
@@ -12,6 +13,14 @@ clip and seed (``gpuserve.sim.llm.lineup.Yardsticks``): a rerun after a change t
 rule simulates gpuserve alone, which is most of the bench's time saved (the oracle's search
 is the slowest part). Their "s per sim-hour" is then the run that filled the cache. Delete
 the folder when the engine, a trace, the oracle or a baseline changes.
+
+``--history MINUTES`` (added 2026-11-28, as bench/suite.py's ``--history``): the generated
+workloads (bursty, diurnal, drift, periodic) first serve that many minutes of another draw
+of the same traffic (seed + ``gpuserve.sim.suite.HISTORY_SEED``), and only what follows is
+measured (``ClusterRun.after``): what a rule that remembers load does on a service that has
+run before. static-peak is sized on the measured part's busiest minute (foresight, as
+without a history) and a row ``static-yesterday`` on the history's. The traces and the
+flash crowd run as without the flag.
 
 Workloads: the Azure and Mooncake conversation traces at two compressions each, and
 generated arrivals carrying the Azure trace's token counts: on/off bursts and a 3x flash
@@ -78,12 +87,14 @@ from gpuserve.sim.llm.oracle import plan_oracle  # noqa: E402
 from gpuserve.sim.llm.scalers import Static  # noqa: E402
 from gpuserve.sim.llm.traces import (  # noqa: E402
     MOONCAKE_BLOCK,
+    RateShape,
     TokenTrace,
     azure_conversation,
     flash_crowd_tokens,
     mooncake,
     shaped_tokens,
 )
+from gpuserve.sim.suite import HISTORY_SEED  # noqa: E402
 
 AZURE = REPO / "traces" / "azure-llm-conv-2023.csv"
 MOONCAKE = REPO / "traces" / "mooncake-conversation-2025.jsonl"
@@ -128,6 +139,16 @@ class Workload:
     params: EngineParams
     objectives: TokenObjectives
     make: Callable[[int], TokenTrace]  # seed -> trace
+    # (seed, seconds) -> another draw of the same traffic: a generated workload's history
+    # (``--history``); None for the traces and the flash crowd (a crowd is not daily).
+    draw: Callable[[int, float], TokenTrace] | None = None
+
+    def trace(self, seed: int, history_s: float) -> TokenTrace:
+        """The seed's trace, after ``history_s`` seconds of history when there is one."""
+        today = self.make(seed)
+        if history_s <= 0 or self.draw is None:
+            return today
+        return today.after(self.draw(seed + HISTORY_SEED, history_s), seconds=history_s)
 
 
 def _clip(trace: TokenTrace, minutes: float | None) -> TokenTrace:
@@ -152,16 +173,17 @@ def workloads(minutes: float | None, *, vllm_default_chunks: bool = False) -> li
             Workload("mooncake-conv", f"x{compress:g}", long, LONG_SLO, lambda _s, t=trace: t)
         )
     span = 60.0 * (minutes or 30.0)
-    for rate in (8.0, 16.0):
-        out.append(
-            Workload(
-                "bursty",
-                f"{rate:g}/s",
-                chat,
-                CHAT_SLO,
-                lambda s, r=rate: shaped_tokens(bursty, mix, mean_rate=r, duration=span, seed=s),
-            )
+
+    def generated(shape: RateShape, rate: float) -> Workload:
+        def draw(seed: int, seconds: float) -> TokenTrace:
+            return shaped_tokens(shape, mix, mean_rate=rate, duration=seconds, seed=seed)
+
+        return Workload(
+            shape.__name__, f"{rate:g}/s", chat, CHAT_SLO, lambda s: draw(s, span), draw
         )
+
+    for rate in (8.0, 16.0):
+        out.append(generated(bursty, rate))
         out.append(
             Workload(
                 "flash-crowd",
@@ -178,17 +200,7 @@ def workloads(minutes: float | None, *, vllm_default_chunks: bool = False) -> li
     # oracle needs 3 replicas in a spike at 16 req/s, 7 at 40 req/s.
     for shape in (diurnal, drift, periodic):
         for rate in (16.0, 40.0):
-            out.append(
-                Workload(
-                    shape.__name__,
-                    f"{rate:g}/s",
-                    chat,
-                    CHAT_SLO,
-                    lambda s, r=rate, g=shape: shaped_tokens(
-                        g, mix, mean_rate=r, duration=span, seed=s
-                    ),
-                )
-            )
+            out.append(generated(shape, rate))
     return out
 
 
@@ -238,12 +250,12 @@ def _span(run: ClusterRun) -> float:
 
 
 def _yardsticks(
-    cache: Path | None, key: str, config: ClusterConfig, trace: TokenTrace
+    cache: Path | None, key: str, config: ClusterConfig, trace: TokenTrace, history_s: float
 ) -> Yardsticks:
     """The oracle's and the baselines' runs, from ``cache`` when an earlier run left them
     there (only gpuserve's rule changes between such runs)."""
     path = cache / f"{key}.pickle" if cache is not None else None
-    return pickled(path, lambda: yardsticks(config, trace))
+    return pickled(path, lambda: yardsticks(config, trace, history_s=history_s))
 
 
 def scalers_table(
@@ -254,27 +266,37 @@ def scalers_table(
     cache: Path | None = None,
     minutes: float | None = None,
     vllm_default_chunks: bool = False,
+    history_s: float = 0.0,
 ) -> None:
+    """One table: every policy on ``workload`` over ``seeds`` seeds. With ``history_s``
+    (and a workload that has one), every run serves that many seconds of another draw of
+    the same traffic first, and only what follows is measured."""
+    history_s = history_s if workload.draw is not None else 0.0
     by_name: dict[str, list[Entry]] = {}
     peaks: list[list[bool]] = []  # per seed: which requests arrived in a new peak
     for seed in range(seeds):
-        trace = workload.make(seed)
+        trace = workload.trace(seed, history_s)
         config = ClusterConfig(workload.params, workload.objectives, seed=seed)
         load = workload.load.replace("/", "-per-")
         key = f"{workload.name}-{load}-{minutes or 'whole'}min-seed{seed}"
         key += "-vllm-chunks" if vllm_default_chunks else ""
-        sticks = _yardsticks(cache, key, config, trace)
+        key += f"-history{history_s:g}s" if history_s else ""
+        sticks = _yardsticks(cache, key, config, trace, history_s)
         for entry in compare(config, trace, scale_down_window_s=scale_down_window_s, reuse=sticks):
-            by_name.setdefault(entry.name, []).append(entry)
+            measured = replace(entry, run=entry.run.after(history_s)) if history_s else entry
+            by_name.setdefault(entry.name, []).append(measured)
+        # A new peak is one above the memory, the history's load included.
         arrivals = [r.arrival_s for r in trace.requests]
         spans = new_peaks(arrivals, memory=BURST_MEMORY_S, horizon=config.startup_s)
-        peaks.append(in_spans(arrivals, spans))
+        flags = in_spans(arrivals, spans)
+        peaks.append([f for t, f in zip(arrivals, flags, strict=True) if t >= history_s])
     trace = workload.make(0)
     o = workload.objectives
     print(
         f"\n### {workload.name} {workload.load}: {len(trace.requests)} requests over "
         f"{trace.duration / 60:.0f} min; TTFT {o.ttft_s:g} s, TPOT {o.tpot_s * 1000:g} ms, "
         f"p{100 * o.quantile:g}; {seeds} seed(s)"
+        + (f"; after {history_s / 60:g} minutes of history" if history_s else "")
         + (
             f"; gpuserve's scaleDownStabilization {scale_down_window_s:g} s"
             if scale_down_window_s != SCALE_DOWN_WINDOW_S
@@ -310,7 +332,8 @@ def chunk_table(minutes: float | None, sizes: list[int]) -> None:
             continue
         trace = workload.make(0)
         base = ClusterConfig(workload.params, workload.objectives, seed=0)
-        plan, _, peak = plan_oracle(base, trace, target=workload.objectives.quantile)
+        planned = plan_oracle(base, trace, target=workload.objectives.quantile)
+        plan, peak = planned.scaler, planned.peak
         rendered = chunk_for_objective(workload.params, workload.objectives.tpot_s)
         for size in sizes:
             params = replace(workload.params, max_batched_tokens=size)
@@ -397,6 +420,15 @@ def main(argv: list[str] | None = None) -> None:
         help="seconds: gpuserve's scaleDownStabilization (default: the API's default)",
     )
     p.add_argument(
+        "--history",
+        type=float,
+        default=0.0,
+        metavar="MINUTES",
+        help="the generated workloads (bursty, diurnal, drift, periodic) serve this many "
+        "minutes of another draw of the same traffic before the measured part; adds "
+        "static-yesterday, sized on the history's busiest minute",
+    )
+    p.add_argument(
         "--cache",
         type=Path,
         default=None,
@@ -422,6 +454,7 @@ def main(argv: list[str] | None = None) -> None:
                     cache=args.cache,
                     minutes=args.minutes,
                     vllm_default_chunks=chunks,
+                    history_s=60.0 * args.history,
                 )
     if not args.only or "mooncake-conv" in args.only or args.routing_only:
         routing_table(args.minutes, args.seeds, vllm_default_chunks=chunks)

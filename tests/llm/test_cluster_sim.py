@@ -279,3 +279,37 @@ def test_the_oracle_adds_replicas_where_a_window_falls_short_in_context() -> Non
     for k in range(4):
         reachable = min(0.99, ample.attainment(60.0 * k, 60.0 * (k + 1)))
         assert run.attainment(60.0 * k, 60.0 * (k + 1)) >= reachable - 1e-9, (k, plan.plan)
+
+
+def test_a_history_is_served_first_and_left_out_of_what_is_measured() -> None:
+    # Two busy minutes yesterday, two quiet ones today: every contender serves both, the
+    # measured runs hold today's requests and the GPU time from today's start, and static
+    # sized on yesterday's busiest minute holds more than static sized on today's.
+    yesterday, today = _chat(30.0, 120.0, seed=6), _chat(4.0, 120.0, seed=5)
+    trace = today.after(yesterday, seconds=120.0)
+    assert [r.arrival_s for r in trace.requests] == [
+        *(r.arrival_s for r in yesterday.requests if r.arrival_s < 120.0),
+        *(r.arrival_s + 120.0 for r in today.requests),
+    ]
+    config = ClusterConfig(PARAMS, OBJECTIVES, seed=1)
+    sticks = yardsticks(config, trace, history_s=120.0)
+    entries = compare(config, trace, reuse=sticks)
+    assert [e.name for e in entries][-1] == "static-yesterday"
+    runs = {e.name: e.run for e in entries}
+    sizes = {name: runs[name].replicas[0][1] for name in ("static-peak", "static-yesterday")}
+    assert sizes["static-yesterday"] > sizes["static-peak"] >= 1
+    for name, run in runs.items():
+        measured = run.after(120.0)
+        assert len(measured.outcomes) == len(today.requests), name
+        assert measured.gpu_seconds < run.gpu_seconds, name
+    for name, size in sizes.items():
+        whole = runs[name]
+        end = whole.gpu_seconds / size  # static replicas live from 0 to the run's end
+        assert whole.after(120.0).gpu_seconds == pytest.approx(size * (end - 120.0))
+        assert whole.after(120.0).replicas == ((120.0, size),)
+    # Replicas given back during the history cost nothing measured after it.
+    scaled = runs["gpuserve"]
+    assert scaled.after(120.0).gpu_seconds <= sum(
+        max(0.0, gone - max(made, 120.0)) for made, gone in scaled.lifetimes
+    ) + 1e-9
+    assert max(k for _, k in scaled.replicas) >= max(k for _, k in scaled.after(120.0).replicas)

@@ -25,7 +25,7 @@ import random
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -104,6 +104,22 @@ class ClusterRun:
     prefix_queried: int
     prefix_hits: int
     preemptions: int
+    # Each replica's (created, gone): when it took and gave back its GPU (gone: the run's
+    # end for those still held). ``gpu_seconds`` is their sum over the measured span.
+    lifetimes: tuple[tuple[float, float], ...] = ()
+
+    def after(self, start: float) -> ClusterRun:
+        """The run measured from ``start`` on (a history served before it): the requests
+        arriving from then, the GPU time held and the sizes from then. Prefix and
+        preemption counters stay the whole run's."""
+        before = [size for at, size in self.replicas if at <= start]
+        sizes = [(start, before[-1])] if before else []
+        return replace(
+            self,
+            outcomes=tuple(o for o in self.outcomes if o.arrival_s >= start),
+            replicas=(*sizes, *((at, size) for at, size in self.replicas if at > start)),
+            gpu_seconds=sum(max(0.0, gone - max(made, start)) for made, gone in self.lifetimes),
+        )
 
     def met(self, outcome: RequestOutcome) -> bool:
         return (
@@ -504,7 +520,10 @@ class _Simulation:
                     timing.cached_tokens,
                 )
             )
-        gpu = sum((r.gone if r.gone is not None else end) - r.created for r in self.replicas)
+        lifetimes = tuple(
+            (r.created, r.gone if r.gone is not None else end) for r in self.replicas
+        )
+        gpu = sum(gone - made for made, gone in lifetimes)
         counters = self.counters
         queried = counters.gone_queried + sum(
             r.engine.stats().prefix_queried_tokens for r in self.replicas if r.gone is None
@@ -524,4 +543,5 @@ class _Simulation:
             queried,
             hits,
             preempted,
+            lifetimes,
         )

@@ -8,6 +8,7 @@ docs/llm.md says which and why.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
@@ -95,6 +96,11 @@ def contender(
     return scaler
 
 
+# With a history: static sized on the history's busiest minute, beside static-peak sized
+# on the measured part's (foresight).
+YESTERDAY_STATIC = "static-yesterday"
+
+
 @dataclass(frozen=True, slots=True)
 class Yardsticks:
     """What a comparison measures gpuserve against, which gpuserve's rule does not change:
@@ -102,7 +108,7 @@ class Yardsticks:
     may reuse them (``compare(reuse=...)``) and simulate gpuserve alone."""
 
     first: int  # the oracle's first-window size: where every scaled contender starts
-    peak: int  # the oracle's peak: static-peak's size, and half of everyone's maxReplicas
+    peak: int  # the oracle's peak over the whole trace: half of everyone's maxReplicas
     entries: tuple[Entry, ...]  # the oracle's, then the baselines' in ``SCALED`` order
 
 
@@ -124,22 +130,30 @@ def _run(config: ClusterConfig, trace: TokenTrace, scaler: ClusterScaler, first:
     return Entry(scaler.name, run, time.perf_counter() - began)
 
 
-def yardsticks(config: ClusterConfig, trace: TokenTrace, *, window_s: float = 60.0) -> Yardsticks:
-    """The oracle's plan and run, then every baseline's run (all but gpuserve)."""
+def yardsticks(
+    config: ClusterConfig, trace: TokenTrace, *, window_s: float = 60.0, history_s: float = 0.0
+) -> Yardsticks:
+    """The oracle's plan and run, then every baseline's run (all but gpuserve). With
+    ``history_s``, the trace's first seconds are a history every contender serves before
+    the part measured (``ClusterRun.after``): static-peak is sized on the measured part's
+    busiest minute, and static-yesterday on the history's."""
     started = time.perf_counter()
-    plan, oracle_run, peak = plan_oracle(
-        config, trace, window_s=window_s, target=config.objectives.quantile
-    )
-    starts = start_cost_s(plan.plan, plan.window_s, config.startup_s) / 3600.0
-    entries = [Entry("oracle", oracle_run, time.perf_counter() - started, starts)]
+    planned = plan_oracle(config, trace, window_s=window_s, target=config.objectives.quantile)
+    plan = planned.scaler.plan
+    from_window = math.ceil(history_s / window_s - 1e-9)
+    starts = start_cost_s(plan, window_s, config.startup_s, from_window=from_window) / 3600.0
+    entries = [Entry("oracle", planned.run, time.perf_counter() - started, starts)]
     # The baselines keep their own settings: gpuserve's scale-down window is not theirs.
-    policy = _policy(config, peak, SCALE_DOWN_WINDOW_S)
+    policy = _policy(config, planned.peak, SCALE_DOWN_WINDOW_S)
+    static_size = planned.peak_within(history_s)
     for name in SCALED:
         if name != "gpuserve":
-            entries.append(
-                _run(config, trace, contender(name, policy, trace, peak=peak), plan.plan[0])
-            )
-    return Yardsticks(plan.plan[0], peak, tuple(entries))
+            scaler = contender(name, policy, trace, peak=static_size)
+            entries.append(_run(config, trace, scaler, plan[0]))
+    if history_s > 0:
+        yesterday = Static(planned.peak_within(0.0, history_s), name=YESTERDAY_STATIC)
+        entries.append(_run(config, trace, yesterday, plan[0]))
+    return Yardsticks(plan[0], planned.peak, tuple(entries))
 
 
 def compare(
@@ -149,14 +163,22 @@ def compare(
     window_s: float = 60.0,
     scale_down_window_s: float = SCALE_DOWN_WINDOW_S,
     reuse: Yardsticks | None = None,
+    history_s: float = 0.0,
 ) -> list[Entry]:
-    """The oracle first, then static at its peak, gpuserve and the baselines.
-    ``scale_down_window_s``: gpuserve's scaleDownStabilization (the baselines keep theirs).
-    ``reuse``: the yardsticks of an earlier comparison of the same config and trace
-    (computed here when None); only gpuserve is simulated then."""
-    sticks = reuse if reuse is not None else yardsticks(config, trace, window_s=window_s)
+    """The oracle first, then static at its peak, gpuserve and the baselines (and
+    static-yesterday after them, with a history). ``scale_down_window_s``: gpuserve's
+    scaleDownStabilization (the baselines keep theirs). ``reuse``: the yardsticks of an
+    earlier comparison of the same config and trace (computed here when None); only
+    gpuserve is simulated then. ``history_s``: as for ``yardsticks``; the runs are whole
+    (``ClusterRun.after`` measures them after the history)."""
+    sticks = (
+        reuse
+        if reuse is not None
+        else yardsticks(config, trace, window_s=window_s, history_s=history_s)
+    )
     policy = _policy(config, sticks.peak, scale_down_window_s)
     ours = _run(config, trace, contender("gpuserve", policy, trace, peak=sticks.peak), sticks.first)
     by_name = {e.name: e for e in sticks.entries}
     by_name["gpuserve"] = ours
-    return [by_name["oracle"], *(by_name[name] for name in SCALED)]
+    extra = [by_name[YESTERDAY_STATIC]] if YESTERDAY_STATIC in by_name else []
+    return [by_name["oracle"], *(by_name[name] for name in SCALED), *extra]

@@ -11,6 +11,7 @@ one more replica, until none is short (at most ``REFINE_ROUNDS`` times)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -26,10 +27,22 @@ REFINE_ROUNDS = 8
 class LLMOraclePlan(NamedTuple):
     scaler: Planned  # the plan, replayable
     run: ClusterRun  # its run over the whole trace
-    # The most replicas a window needs alone: what provisioning for the busiest minute
-    # buys (static at peak). The end-to-end check's additions are left out: they answer the
-    # plan's own changes of size, which a static fleet does not make.
-    peak: int
+    alone: tuple[int, ...]  # each window's size alone (``sizes_alone``)
+
+    @property
+    def peak(self) -> int:
+        """The most replicas a window needs alone: what provisioning for the busiest minute
+        buys (static at peak). The end-to-end check's additions are left out: they answer
+        the plan's own changes of size, which a static fleet does not make."""
+        return self.peak_within(-math.inf)
+
+    def peak_within(self, start_s: float, end_s: float = math.inf) -> int:
+        """The most replicas a window starting in [start_s, end_s) needs alone: static
+        provisioning for the busiest minute of that span (a history, or the part measured
+        after it)."""
+        window = self.scaler.window_s
+        chosen = [n for k, n in enumerate(self.alone) if start_s <= k * window < end_s]
+        return max(chosen, default=1)
 
 
 def plan_oracle(
@@ -41,11 +54,11 @@ def plan_oracle(
     most: int = 64,
 ) -> LLMOraclePlan:
     """The plan, its run over the whole trace and the peak of the windows alone."""
-    plan = sizes_alone(config, trace, window_s=window_s, target=target, most=most)
+    sizes = sizes_alone(config, trace, window_s=window_s, target=target, most=most)
+    plan = list(sizes)
     count = len(plan)
-    peak = max(plan)
     # What each window can attain in context: ample replicas over the whole trace.
-    ample = _static(config, trace, min(most, _ample(peak)))
+    ample = _static(config, trace, min(most, _ample(max(plan))))
     goals = [min(target, reached - 1e-9) for reached in _by_window(ample, window_s, count)]
     scaler = Planned(window_s, tuple(plan))
     run = _run(config, trace, scaler)
@@ -58,7 +71,7 @@ def plan_oracle(
             plan[k] += 1
         scaler = Planned(window_s, tuple(plan))
         run = _run(config, trace, scaler)
-    return LLMOraclePlan(scaler, run, peak)
+    return LLMOraclePlan(scaler, run, tuple(sizes))
 
 
 def sizes_alone(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol
 
@@ -35,6 +35,18 @@ class TokenTrace:
     @property
     def duration(self) -> float:
         return self.requests[-1].arrival_s if self.requests else 0.0
+
+    def after(self, history: TokenTrace, *, seconds: float) -> TokenTrace:
+        """``history`` (its first ``seconds``) and then this trace, shifted by ``seconds``:
+        a service that already served ``history`` meets this one."""
+        if history.block_size != self.block_size:
+            raise ValueError(
+                f"history: {history.block_size}-token hash blocks, this trace "
+                f"{self.block_size}"
+            )
+        before = tuple(r for r in history.requests if r.arrival_s < seconds)
+        shifted = tuple(replace(r, arrival_s=r.arrival_s + seconds) for r in self.requests)
+        return replace(self, requests=before + shifted)
 
 
 def azure_conversation(lines: Iterable[str], *, compress: float = 1.0) -> TokenTrace:
