@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from gpuserve.autoscaling.config import ServiceProfile  # noqa: E402
+from gpuserve.sim.argtypes import positive_int  # noqa: E402
 from gpuserve.sim.comparing import (  # noqa: E402
     BENCH_GPU,
     COMPLIANCE_WINDOW,
@@ -89,7 +90,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument(
         "--seeds",
-        type=int,
+        type=positive_int,
         default=1,
         help="N > 1: run seeds seed..seed+N-1 and print one table of totals and means",
     )

@@ -73,6 +73,7 @@ from gpuserve.llm.capacity import TokenObjectives  # noqa: E402
 from gpuserve.llm.chunking import chunk_for_objective  # noqa: E402
 from gpuserve.llm.deciding import LLMPolicy  # noqa: E402
 from gpuserve.llm.params import EngineParams  # noqa: E402
+from gpuserve.sim.argtypes import non_negative_number, positive_int  # noqa: E402
 from gpuserve.sim.generators import (  # noqa: E402
     bursty,
     diurnal,
@@ -399,7 +400,7 @@ def routing_table(minutes: float | None, seeds: int, *, vllm_default_chunks: boo
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--seeds", type=positive_int, default=3)
     p.add_argument("--only", default="", help="comma-separated workload names")
     p.add_argument("--minutes", type=float, default=None, help="clip every trace (quick runs)")
     p.add_argument("--routing-only", action="store_true")
@@ -421,7 +422,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument(
         "--history",
-        type=float,
+        type=non_negative_number,
         default=0.0,
         metavar="MINUTES",
         help="the generated workloads (bursty, diurnal, drift, periodic) serve this many "

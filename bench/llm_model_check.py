@@ -48,6 +48,7 @@ from gpuserve.llm.capacity import (  # noqa: E402
     request_work_s,
 )
 from gpuserve.llm.params import EngineParams  # noqa: E402
+from gpuserve.sim.argtypes import positive_int  # noqa: E402
 from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, simulate_cluster  # noqa: E402
 from gpuserve.sim.llm.lineup import trace_shape  # noqa: E402
 from gpuserve.sim.llm.scalers import Static  # noqa: E402
@@ -200,7 +201,7 @@ def _ms(seconds: float) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=900.0)
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=positive_int, default=3)
     parser.add_argument("--factors", type=float, nargs="+", default=[0.5, 0.8, 1.0, 1.1, 1.2, 1.3])
     parser.add_argument("--only", default=",".join(MIXES), help="mixes: azure, mooncake")
     parser.add_argument("--ttft", type=float, default=None, help="TTFT objective (s) for all")

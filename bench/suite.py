@@ -49,6 +49,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from pickle_cache import pickled  # noqa: E402
 
 from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S  # noqa: E402
+from gpuserve.sim.argtypes import positive_int  # noqa: E402
 from gpuserve.sim.comparing import (  # noqa: E402
     COMPLIANCE_WINDOW,
     DEFAULT_LABEL,
@@ -81,7 +82,7 @@ YESTERDAY_STATIC = "static (yesterday's peak)"
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--seeds", type=int, default=1)
+    p.add_argument("--seeds", type=positive_int, default=1)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--workloads", nargs="+", default=[w.name for w in SUITE])
     p.add_argument("--loads", type=float, nargs="+", default=list(LOADS))

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S, PolicyConfig, ServiceProfile
+from gpuserve.sim.argtypes import non_negative_int, non_negative_number, positive_number
 from gpuserve.sim.config import (
     AcceleratorPool,
     Balancing,
@@ -37,17 +38,20 @@ WarmPool = int | Literal["auto"]
 def add_replay_arguments(parser: argparse.ArgumentParser, *, compress: float) -> None:
     """The flags every trace replay takes (`gpuserve simulate`, the benchmarks)."""
     parser.add_argument(
-        "--compress", type=float, default=compress, help=f"time compression (default {compress:g})"
+        "--compress",
+        type=positive_number,
+        default=compress,
+        help=f"time compression (default {compress:g})",
     )
     parser.add_argument(
         "--tokens-per-item",
-        type=int,
+        type=non_negative_int,
         default=0,
         help="0: one batch item per request; N > 0: ceil(context tokens / N) items",
     )
     parser.add_argument(
         "--warmup",
-        type=float,
+        type=non_negative_number,
         default=Setup().warmup,
         help="seconds of steady load at the trace's first-minute rate first (not counted)",
     )
