@@ -60,19 +60,30 @@ def split_manifests(
         kind = doc.get("kind")
         try:
             if kind == "InferenceService":
-                services.append(parse_inference_service(_with_namespace(doc)))
+                services.append(parse_inference_service(_with_namespace(doc, where)))
             elif kind == "AcceleratorClass":
                 accel: AcceleratorClass = parse_accelerator_class(doc)
                 classes[accel.metadata.name] = accel.spec
         except ValidationError as exc:
-            name = doc.get("metadata", {}).get("name", "?")
+            name = _metadata(doc, where).get("name", "?")
             raise RenderError(f"{where} ({kind} {name}): {_describe(exc)}") from exc
     return services, classes
 
 
-def _with_namespace(doc: dict[str, Any]) -> dict[str, Any]:
-    meta = {"namespace": "default", **doc.get("metadata", {})}
+def _with_namespace(doc: dict[str, Any], where: str) -> dict[str, Any]:
+    meta = {"namespace": "default", **_metadata(doc, where)}
     return {**doc, "metadata": meta}
+
+
+def _metadata(doc: dict[str, Any], where: str) -> dict[str, Any]:
+    """The document's metadata; an empty ``metadata:`` is none (the schema then names the
+    missing name), anything but a mapping an error naming it."""
+    meta = doc.get("metadata")
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise RenderError(f"{where} ({doc.get('kind')}): metadata: not a mapping")
+    return meta
 
 
 def render_service(

@@ -26,11 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from cli.errors import SimulateError
+from cli.plot_paths import plot_target
 from cli.rendering import load_documents, split_manifests
 from cli.simulate_llm import LLM_ONLY, run_llm
+from gpuserve.api.models import InferenceService
 from gpuserve.autoscaling.capacity import replica_capacity
 from gpuserve.autoscaling.config import PolicyConfig
-from gpuserve.autoscaling.from_spec import policy_config_from_spec
+from gpuserve.autoscaling.from_spec import policy_config_from_spec, stated_service_times
 from gpuserve.sim.comparing import add_replay_arguments
 from gpuserve.sim.config import SimConfig
 from gpuserve.sim.from_spec import (
@@ -106,13 +108,16 @@ def run(args: argparse.Namespace) -> int:
     if args.times:
         docs += load_documents([args.times])
     services, classes = split_manifests(docs)
-    if args.name:
-        services = [s for s in services if s.metadata.name == args.name]
-    if not services:
-        raise SimulateError(f"no InferenceService{' ' + args.name if args.name else ''} found")
-    service = services[0]
+    service = _chosen(services, args.name, args.filename)
+    if args.plot:
+        args.plot = plot_target(args.plot)
     if is_llm(service.spec):
         return run_llm(args, service, classes)
+    if args.routing != "random":
+        raise SimulateError(
+            f"--routing {args.routing}: LLM services only (prefix-cache affinity); "
+            f"{service.metadata.name} is {service.spec.model.format}"
+        )
     if args.compare_classes:
         raise SimulateError(
             f"--compare-classes: LLM services only; {service.metadata.name} is "
@@ -125,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
         )
     times = _times(docs)
     spec = service.spec
+    stated = _stated_times(service)
     try:
         config = sim_config_from_spec(spec=spec, classes=classes, times=times, seed=args.seed)
     except ValueError as exc:
@@ -162,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     result = _run(args.policy, config=config, policy=policy, workload=workload)
     elapsed = time.perf_counter() - started
-    print(_inputs(config, times))
+    print(_inputs(config, times, stated))
     print(_report(service.metadata.name, args, result, policy, elapsed))
     if args.plot:
         title = (
@@ -170,16 +176,52 @@ def run(args: argparse.Namespace) -> int:
             f"{args.compress:g}x, {result.attainment():.2%} within "
             f"{result.slo_latency * 1000:.0f}ms"
         )
-        _plot(result, args.plot, title=title)
+        try:
+            _plot(result, args.plot, title=title)
+        except OSError as exc:
+            raise SimulateError(f"--plot {args.plot}: {exc.strerror or exc}") from exc
         print(f"plot: {args.plot}")
     return 0
 
 
-def _inputs(config: SimConfig, times: ServiceTimeModel | None) -> str:
+def _chosen(services: list[InferenceService], name: str | None, where: Path) -> InferenceService:
+    """The service to simulate: the one named, or the only one given."""
+    if name:
+        services = [s for s in services if s.metadata.name == name]
+    if not services:
+        raise SimulateError(f"no InferenceService{' ' + name if name else ''} found")
+    if len(services) > 1:
+        names = ", ".join(s.metadata.name for s in services)
+        raise SimulateError(
+            f"{where}: {len(services)} InferenceServices ({names}): choose one with --name"
+        )
+    return services[0]
+
+
+def _stated_times(service: InferenceService) -> list[str]:
+    """The model parameters that state service times (``exec_time_ms``, ``per_item_ms``);
+    an error naming one that is not a number (the operator takes the default there and
+    corrects it from Triton's measurements; a prediction has no measurement)."""
+    try:
+        return stated_service_times(service.spec.model.parameters)
+    except ValueError as exc:
+        raise SimulateError(f"InferenceService {service.metadata.name}: {exc}") from exc
+
+
+def _inputs(config: SimConfig, times: ServiceTimeModel | None, stated: list[str]) -> str:
     """Which service times and classes the prediction rests on: a user must see when the
-    model's own parameters stood in for measurements."""
+    model's own parameters, or built-in defaults, stood in for measurements."""
     svc = config.service
-    source = "ServiceTimes document" if times is not None else "the model's parameters"
+    if times is not None:
+        source = "ServiceTimes document"
+    elif len(stated) == 2:
+        source = "the model's parameters exec_time_ms, per_item_ms"
+    else:
+        given = f"the model's {stated[0]}, " if stated else ""
+        source = (
+            f"{given}built-in defaults for the rest: no measurement of this model; "
+            "give a ServiceTimes document (--times) for a prediction of its own"
+        )
     lines = [
         f"service times ({source}): {svc.per_batch * 1000:g}ms per execution + "
         f"{svc.per_item * 1000:g}ms per item at the measured precision, x"

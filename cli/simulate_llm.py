@@ -45,8 +45,6 @@ def run_llm(
 ) -> int:
     name = service.metadata.name
     policy_name = _policy_name(args.policy, service)
-    if not args.compress > 0:
-        raise SimulateError(f"--compress: must be positive, got {args.compress:g}")
     try:
         setup = llm_setup(service.spec, classes)
     except ValueError as exc:

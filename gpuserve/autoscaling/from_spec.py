@@ -7,6 +7,7 @@ corrects them with the compute time Triton measures.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from gpuserve.api.durations import parse_duration
@@ -17,11 +18,38 @@ DEFAULT_TIME_PER_BATCH_S = 0.005
 DEFAULT_TIME_PER_ITEM_S = 0.0002
 
 
-def _ms_param(params: Mapping[str, str], key: str, default_s: float) -> float:
+# The model parameters that state service times (the demo catalogue's names).
+TIME_PARAMS = ("exec_time_ms", "per_item_ms")
+
+
+def _ms(params: Mapping[str, str], key: str) -> float | None:
+    """The parameter in seconds; None when absent; an error naming it when it is not a
+    positive number of milliseconds."""
+    if key not in params:
+        return None
     try:
-        return float(params[key]) / 1e3
-    except (KeyError, ValueError):
+        value = float(params[key])
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"model.parameters.{key}: {params[key]!r} is not a positive number of ms")
+    return value / 1e3
+
+
+def _ms_param(params: Mapping[str, str], key: str, default_s: float) -> float:
+    # The operator corrects the prior from Triton's measurements: a malformed one falls back.
+    try:
+        stated = _ms(params, key)
+    except ValueError:
         return default_s
+    return default_s if stated is None else stated
+
+
+def stated_service_times(params: Mapping[str, str]) -> list[str]:
+    """Which of ``TIME_PARAMS`` the model states; a ValueError naming one that is
+    malformed (a prediction, which has no measurement to correct it, must not fall back
+    silently)."""
+    return [key for key in TIME_PARAMS if _ms(params, key) is not None]
 
 
 def service_profile(spec: InferenceServiceSpec) -> ServiceProfile:
