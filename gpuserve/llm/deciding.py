@@ -176,9 +176,11 @@ def decide_llm(
         "levelTrend": trend,
     }
     if per_replica <= 0:
+        # The metrics are there (a "hold" would tell the operator they are missing); the
+        # objectives cannot be met on any number of replicas, so none is added or taken.
         limit = reference.limit if reference else "no class"
         why = f"objectives unreachable on one replica ({limit}): holding"
-        return _decision(policy, pools, memory, now, "hold", committed, why, signals)
+        return _decision(policy, pools, memory, now, "steady", committed, why, signals)
     need = replicas_for(demand + backlog, per_replica)
     reason = (
         f"{demand:.2f} req/s + backlog {backlog:.2f} req/s at {per_replica:.2f} req/s per "

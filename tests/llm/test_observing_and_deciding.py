@@ -416,3 +416,20 @@ def test_a_recurring_spike_under_way_is_held_at_its_height_not_stacked() -> None
     assert decision.signals["burstHeadroom"] == pytest.approx(height - base)
     assert decision.signals["needBurst"] == 4  # the spikes' height, not 3.5 + 3 replicas'
     assert decision.desired_replicas == 4
+
+
+def test_objectives_no_replica_can_meet_keep_the_size_and_are_not_missing_metrics() -> None:
+    # A TPOT objective under one engine step's fixed cost: no number of replicas meets it.
+    # The size is kept, and the decision is no "hold" (which the operator reports as
+    # metrics missing): the metrics were read, the objectives are what cannot be met.
+    impossible = LLMPolicy(TokenObjectives(ttft_s=1.0, tpot_s=0.001))
+    decision = decide_llm(
+        policy=impossible,
+        stable=_seen(100.0, 5.0),
+        recent=_seen(100.0, 5.0),
+        pools=_pools(3),
+        now=100.0,
+        memory=PolicyMemory(),
+    )
+    assert decision.desired_replicas == 3 and decision.mode != "hold"
+    assert "objectives unreachable on one replica (unreachable)" in decision.reason
