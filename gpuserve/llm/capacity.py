@@ -198,7 +198,7 @@ def replica_capacity(
     params: EngineParams, shape: LoadShape, objectives: TokenObjectives
 ) -> ReplicaCapacity:
     """The largest request rate one replica serves within ``objectives``."""
-    low, high = 0.0, _saturation(params, shape)
+    low, high = 0.0, saturation_rate(params, shape)
     floor = predict(params, shape, objectives.quantile, high * 1e-9)
     if floor.broken(objectives, params) is not None:
         return ReplicaCapacity(0.0, "unreachable", floor)
@@ -234,7 +234,7 @@ def request_work_s(params: EngineParams, shape: LoadShape) -> float:
     return _per_request(params, shape)[0]
 
 
-def _saturation(params: EngineParams, shape: LoadShape) -> float:
+def saturation_rate(params: EngineParams, shape: LoadShape) -> float:
     """The rate at which the engine's work per second reaches 1 (no limit is above it)."""
     work = request_work_s(params, shape)
     return 1.0 / work if work > 0 else 1e9

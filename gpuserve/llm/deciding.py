@@ -42,7 +42,7 @@ from gpuserve.autoscaling.deciding import finish_decision
 from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory
 from gpuserve.autoscaling.pools import PoolState
 from gpuserve.autoscaling.trend import hold_window, minute_trend
-from gpuserve.llm.capacity import LoadShape, TokenObjectives, replica_capacity
+from gpuserve.llm.capacity import LoadShape, TokenObjectives, replica_capacity, saturation_rate
 from gpuserve.llm.dispersion import dispersion_sample, measured_dispersion, remember_dispersion
 from gpuserve.llm.observing import Observation
 from gpuserve.llm.params import EngineParams
@@ -55,6 +55,9 @@ TREND_SPAN_S = 300.0
 # A rise recorded in the burst memory must be far beyond its noise: the test runs every
 # 5 s, and each false record holds headroom for the whole memory.
 BURST_Z = 4.0
+# Objectives no replica can meet leave throughput to size for: each replica's engine busy
+# half the time, its steps twice their unloaded length (a queue that stays short).
+UNREACHABLE_LOAD = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +117,10 @@ def decide_llm(
     }
     reference = caps[pools.classes[0].name] if pools.classes else None
     per_replica = (reference.rate if reference else 0.0) * policy.utilization
+    unreachable = reference is not None and reference.rate <= 0
+    if unreachable:
+        params = policy.params_for(pools.classes[0].name)
+        per_replica = saturation_rate(params, shape) * UNREACHABLE_LOAD
     # The recent window counts only where it rises beyond its own noise: a 15-second
     # count is noisy, and each false rise buys a replica for a whole scale-down window.
     # The noise is Poisson's times the arrivals' measured dispersion: clumped arrivals
@@ -176,15 +183,18 @@ def decide_llm(
         "levelTrend": trend,
     }
     if per_replica <= 0:
-        # The metrics are there (a "hold" would tell the operator they are missing); the
-        # objectives cannot be met on any number of replicas, so none is added or taken.
-        limit = reference.limit if reference else "no class"
-        why = f"objectives unreachable on one replica ({limit}): holding"
+        why = "no AcceleratorClass to size for: holding"
         return _decision(policy, pools, memory, now, "steady", committed, why, signals)
     need = replicas_for(demand + backlog, per_replica)
+    bound_by = (
+        f"objectives unreachable on one replica ({reference.limit}): sized for throughput, "
+        f"each replica's engine busy {UNREACHABLE_LOAD:.0%} of the time"
+        if unreachable and reference is not None
+        else f"{reference.limit if reference else ''}-bound"
+    )
     reason = (
         f"{demand:.2f} req/s + backlog {backlog:.2f} req/s at {per_replica:.2f} req/s per "
-        f"replica ({reference.limit if reference else ''}-bound)"
+        f"replica ({bound_by})"
     )
     if trending:
         reason += f"; demand rising {60 * trend:.2f} req/s a minute"

@@ -10,8 +10,8 @@ import pytest
 from gpuserve.autoscaling.decision import Decision, PolicyMemory
 from gpuserve.autoscaling.pools import ClassPool, PoolState
 from gpuserve.llm import metrics as vllm
-from gpuserve.llm.capacity import LoadShape, TokenObjectives, replica_capacity
-from gpuserve.llm.deciding import LLMPolicy, decide_llm
+from gpuserve.llm.capacity import LoadShape, TokenObjectives, replica_capacity, saturation_rate
+from gpuserve.llm.deciding import UNREACHABLE_LOAD, LLMPolicy, decide_llm
 from gpuserve.llm.observing import Observation, observe, snapshot_from_samples
 
 Samples = list[tuple[str, dict[str, str], float]]
@@ -418,18 +418,26 @@ def test_a_recurring_spike_under_way_is_held_at_its_height_not_stacked() -> None
     assert decision.desired_replicas == 4
 
 
-def test_objectives_no_replica_can_meet_keep_the_size_and_are_not_missing_metrics() -> None:
+def test_objectives_no_replica_can_meet_size_for_throughput_not_a_frozen_fleet() -> None:
     # A TPOT objective under one engine step's fixed cost: no number of replicas meets it.
-    # The size is kept, and the decision is no "hold" (which the operator reports as
-    # metrics missing): the metrics were read, the objectives are what cannot be met.
-    impossible = LLMPolicy(TokenObjectives(ttft_s=1.0, tpot_s=0.001))
-    decision = decide_llm(
-        policy=impossible,
-        stable=_seen(100.0, 5.0),
-        recent=_seen(100.0, 5.0),
-        pools=_pools(3),
-        now=100.0,
-        memory=PolicyMemory(),
-    )
-    assert decision.desired_replicas == 3 and decision.mode != "hold"
-    assert "objectives unreachable on one replica (unreachable)" in decision.reason
+    # The rule still follows demand, at half each replica's engine throughput, so an idle
+    # service goes back to its minimum (it held whatever size it had, the maximum in a
+    # demo whose emulator a busy machine had slowed past its objective); and it is no
+    # "hold", which the operator reports as metrics missing.
+    impossible = LLMPolicy(TokenObjectives(ttft_s=1.0, tpot_s=0.001), max_replicas=8)
+    half = saturation_rate(impossible.params, SHAPE) * UNREACHABLE_LOAD
+    memory, sizes = PolicyMemory(), []
+    for now, rate in ((100.0, 3.5 * half), (200.0, 3.5 * half), (300.0, 0.0), (600.0, 0.0)):
+        decision = decide_llm(
+            policy=impossible,
+            stable=_seen(now, rate),
+            recent=_seen(now, rate),
+            pools=_pools(sizes[-1] if sizes else 2),
+            now=now,
+            memory=memory,
+        )
+        memory = decision.memory
+        sizes.append(decision.desired_replicas)
+        assert decision.mode != "hold"
+        assert "objectives unreachable on one replica (unreachable)" in decision.reason
+    assert sizes == [4, 4, 4, 1], sizes
