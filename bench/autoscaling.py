@@ -3,8 +3,9 @@
     .venv/bin/python bench/autoscaling.py [--trace FILE] [--compress 5] [--seeds N] [...]
 
 FILE is any trace in the Azure CSV format (TIMESTAMP,ContextTokens,GeneratedTokens;
-TIMESTAMP a date-time or seconds) or a Mooncake JSON-lines trace (.jsonl). Prints one
-table, the default policy's row first: SLO attainment, 5-minute windows whose p95 met the
+TIMESTAMP a date-time or seconds) or a Mooncake JSON-lines trace (told apart by its first
+line; a malformed row is named by its line and column). Prints one table, the default
+policy's row first: SLO attainment, 5-minute windows whose p95 met the
 objective, latency percentiles, GPU-hours (warm pods included), scale events and cost per
 policy. See docs/bench-notes/autoscaling.md for the setup; bench/suite.py runs every
 policy on every workload of the suite.
@@ -124,7 +125,7 @@ def setup_of(args: argparse.Namespace) -> Setup:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        rows = parse_trace(args.trace.name, args.trace.read_text().splitlines())
+        rows = parse_trace(args.trace.read_text().splitlines())
     except (OSError, ValueError) as exc:
         print(f"{args.trace}: {exc}", file=sys.stderr)
         return 1

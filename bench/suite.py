@@ -252,7 +252,7 @@ def dominates(a: Totals, b: Totals) -> bool:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     traces = {
-        f: parse_trace(f, (REPO / "traces" / f).read_text().splitlines()) for f in TRACE_FILES
+        f: parse_trace((REPO / "traces" / f).read_text().splitlines()) for f in TRACE_FILES
     }
     setup = Setup(queue_timeout=args.queue_timeout, scale_down_window=args.scale_down_window)
     # The default row is what the summary judges: it runs beside any warm pools asked for.

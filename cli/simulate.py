@@ -46,7 +46,7 @@ from gpuserve.sim.llm.from_spec import is_llm
 from gpuserve.sim.oracle import OraclePlan, plan_oracle
 from gpuserve.sim.results import SimResult
 from gpuserve.sim.simulating import simulate
-from gpuserve.sim.workload import Workload, parse_azure_trace, workload_from_trace
+from gpuserve.sim.workload import Workload, parse_trace, workload_from_trace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -75,8 +75,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--trace",
         required=True,
         type=Path,
-        help="Azure LLM trace CSV: TIMESTAMP,ContextTokens,GeneratedTokens "
-        "(LLM services: also Mooncake JSON lines)",
+        help="Azure LLM trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens) or Mooncake JSON "
+        "lines, told apart by the first line",
     )
     add_replay_arguments(p, compress=1.0)
     p.add_argument("--policy", choices=(*POLICIES, *LLM_ONLY), default="gpuserve")
@@ -145,8 +145,10 @@ def run(args: argparse.Namespace) -> int:
         )
     policy = replace(policy, rate_window=config.rate_window)
     try:
-        rows = parse_azure_trace(args.trace.read_text().splitlines())
-    except (OSError, ValueError) as exc:
+        rows = parse_trace(args.trace.read_text().splitlines())
+    except OSError as exc:
+        raise SimulateError(f"{args.trace}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
         raise SimulateError(f"{args.trace}: {exc}") from exc
     if not rows:
         raise SimulateError(f"{args.trace}: no requests")

@@ -32,6 +32,7 @@ from gpuserve.sim.llm.from_spec import (
 )
 from gpuserve.sim.llm.lineup import LLM_POLICIES, LLMPolicyName
 from gpuserve.sim.llm.traces import TokenTrace, azure_conversation, mooncake
+from gpuserve.sim.trace_rows import is_mooncake
 
 # Policies only the LLM path runs (the CLI's --policy accepts them beside the others).
 LLM_ONLY: tuple[str, ...] = tuple(p for p in LLM_POLICIES if p not in ("gpuserve", "oracle"))
@@ -262,14 +263,14 @@ def load_token_trace(path: Path, *, compress: float) -> TokenTrace:
         lines = path.read_text().splitlines()
     except OSError as exc:
         raise SimulateError(f"{path}: {exc.strerror or exc}") from exc
-    first = next((line for line in lines if line.strip()), "")
+    jsonl = is_mooncake(lines)
     try:
-        if first.lstrip().startswith("{"):
+        if jsonl:
             trace = mooncake(lines, compress=compress, name=path.stem)
         else:
             trace = azure_conversation(lines, compress=compress)
     except (ValueError, TypeError) as exc:
-        kind = "Mooncake JSON lines" if first.lstrip().startswith("{") else "Azure CSV"
+        kind = "Mooncake JSON lines" if jsonl else "Azure CSV"
         raise SimulateError(f"{path} ({kind}): {exc}") from exc
     if not trace.requests:
         raise SimulateError(f"{path}: no requests")

@@ -6,12 +6,12 @@ no I/O).
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+
+from gpuserve.sim.trace_rows import is_mooncake, read_azure_rows, read_mooncake_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,68 +79,35 @@ class Workload:
 
 @dataclass(frozen=True, slots=True)
 class TraceRequest:
-    at: float  # seconds since the first request
+    at: float  # seconds since the earliest request
     context_tokens: int
     generated_tokens: int
 
 
 def parse_azure_trace(lines: Iterable[str]) -> list[TraceRequest]:
-    """Rows of the Azure LLM inference trace: TIMESTAMP,ContextTokens,GeneratedTokens.
-
-    TIMESTAMP is ``YYYY-MM-DD HH:MM:SS[.fraction]`` or a number of seconds."""
-    rows: list[TraceRequest] = []
-    first: float | None = None
-    for line in lines:
-        line = line.strip()
-        if not line or line.startswith("TIMESTAMP"):
-            continue
-        stamp, ctx, gen = line.split(",")[:3]
-        at = _seconds(stamp.strip())
-        first = at if first is None else first
-        rows.append(TraceRequest(at - first, int(ctx), int(gen)))
-    rows.sort(key=lambda r: r.at)
-    return rows
+    """Rows of the Azure LLM inference trace: TIMESTAMP,ContextTokens,GeneratedTokens
+    under that header, TIMESTAMP a date-time or a number of seconds
+    (``gpuserve.sim.trace_rows.read_azure_rows``; its errors name the line and column)."""
+    return [
+        TraceRequest(r.at, r.context_tokens, r.generated_tokens) for r in read_azure_rows(lines)
+    ]
 
 
 def parse_mooncake_trace(lines: Iterable[str]) -> list[TraceRequest]:
     """Rows of a Mooncake trace (JSON lines): ``timestamp`` in ms, ``input_length`` and
-    ``output_length`` in tokens (read as context and generated tokens)."""
-    rows: list[TraceRequest] = []
-    for number, line in enumerate(lines, 1):
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            body = json.loads(line)
-            rows.append(
-                TraceRequest(
-                    float(body["timestamp"]) / 1000.0,
-                    int(body.get("input_length", 0)),
-                    int(body.get("output_length", 0)),
-                )
-            )
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"line {number}: not a Mooncake request ({exc})") from exc
+    ``output_length`` in tokens (read as context and generated tokens; 0 where absent)."""
+    rows = [
+        TraceRequest(r.timestamp_ms / 1000.0, r.input_length or 0, r.output_length or 0)
+        for r in read_mooncake_rows(lines)
+    ]
     rows.sort(key=lambda r: r.at)
     first = rows[0].at if rows else 0.0
     return [TraceRequest(r.at - first, r.context_tokens, r.generated_tokens) for r in rows]
 
 
-def parse_trace(name: str, lines: Iterable[str]) -> list[TraceRequest]:
-    """A trace by its file name: ``.jsonl`` is Mooncake's format, anything else Azure's CSV."""
-    return parse_mooncake_trace(lines) if name.endswith(".jsonl") else parse_azure_trace(lines)
-
-
-def _seconds(stamp: str) -> float:
-    """A TIMESTAMP as seconds: a plain number, or a date-time taken as UTC."""
-    try:
-        return float(stamp)
-    except ValueError:
-        pass
-    # Seven fractional digits do not parse with fromisoformat on 3.11: keep microseconds.
-    head, _, frac = stamp.partition(".")
-    parsed = datetime.fromisoformat(f"{head}.{(frac + '000000')[:6]}" if frac else head)
-    return parsed.replace(tzinfo=UTC).timestamp()
+def parse_trace(lines: Sequence[str]) -> list[TraceRequest]:
+    """Mooncake's JSON lines or Azure's CSV, told apart by the content (``is_mooncake``)."""
+    return parse_mooncake_trace(lines) if is_mooncake(lines) else parse_azure_trace(lines)
 
 
 def workload_from_trace(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import random
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from gpuserve.sim.llm.traces import (
     flash_crowd_tokens,
     mooncake,
 )
+from gpuserve.sim.workload import parse_mooncake_trace
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OBJECTIVES = TokenObjectives(ttft_s=1.0, tpot_s=0.05)
@@ -68,6 +70,58 @@ def test_parsers_read_the_trace_formats_and_compress_time() -> None:
     assert moon.requests[0] == TokenRequest(1.5, 1100, 9, (4, 5, 6)) and moon.block_size == 512
     with pytest.raises(ValueError, match="input_length"):
         mooncake(['{"timestamp": 0, "output_length": 1}'])
+
+
+def test_the_azure_parser_reads_seconds_as_timestamps() -> None:
+    # The request-level simulator always read them; this parser stopped at fromisoformat.
+    trace = azure_conversation(
+        ["TIMESTAMP,ContextTokens,GeneratedTokens", "1.5,374,44", "4.5,396,9"], compress=2.0
+    )
+    assert [(r.arrival_s, r.prompt_tokens) for r in trace.requests] == [(0.0, 374), (1.5, 396)]
+
+
+MOON = '{"timestamp": 1500, "input_length": 1100, "output_length": 9, "hash_ids": [4, 5]}'
+
+
+@pytest.mark.parametrize(
+    ("broken", "message"),
+    [
+        ('{"timestamp": 5 "input_length": 1}', "line 3: not valid JSON (Expecting ',' delimiter"),
+        ("[1, 2]", "line 3: expected a JSON object, got [1, 2]"),
+        ('{"input_length": 1, "output_length": 1}', "line 3: missing field 'timestamp'"),
+        ('{"timestamp": "abc"}', 'line 3: timestamp: "abc" is not a number'),
+        ('{"timestamp": true}', "line 3: timestamp: true is not a number"),
+        ('{"timestamp": -5}', "line 3: timestamp: -5 is negative"),
+        (
+            '{"timestamp": 0, "input_length": "12"}',
+            'line 3: input_length: "12" is not a whole number',
+        ),
+        ('{"timestamp": 0, "input_length": -3}', "line 3: input_length: -3 is negative"),
+        (
+            '{"timestamp": 0, "output_length": 2.5}',
+            "line 3: output_length: 2.5 is not a whole number",
+        ),
+        (
+            '{"timestamp": 0, "hash_ids": "45"}',
+            'line 3: hash_ids: expected a list of whole numbers, got "45"',
+        ),
+    ],
+)
+@pytest.mark.parametrize("parser", [mooncake, parse_mooncake_trace])
+def test_a_bad_mooncake_line_is_named_by_its_number_and_field(
+    parser: Callable[[list[str]], object], broken: str, message: str
+) -> None:
+    with pytest.raises(ValueError) as refused:
+        parser([MOON, "", broken])  # the blank line still counts
+    assert str(refused.value).startswith(message)
+
+
+def test_the_token_level_mooncake_parser_needs_both_lengths() -> None:
+    with pytest.raises(ValueError) as refused:
+        mooncake([MOON, '{"timestamp": 2000, "output_length": 1}'])
+    assert str(refused.value) == "line 2: missing field 'input_length'"
+    # The request-level parser reads an absent length as 0 tokens, as before.
+    assert parse_mooncake_trace(['{"timestamp": 2000}'])[0].context_tokens == 0
 
 
 def test_more_replicas_serve_an_overload_and_cost_their_gpu_time() -> None:

@@ -74,7 +74,7 @@ def test_periodic_spikes_recur_once_a_period_at_the_factor_asked() -> None:
 
 def test_the_suite_warms_each_workload_up_on_the_first_minute_of_its_source() -> None:
     root = Path(__file__).resolve().parents[2] / "traces"
-    traces = {AZURE: parse_trace(AZURE, (root / AZURE).read_text().splitlines())}
+    traces = {AZURE: parse_trace((root / AZURE).read_text().splitlines())}
     azure = next(w for w in SUITE if w.name == "azure-conv")
     first_minute = azure.build(traces, 1.0, 1).rate_between(0.0, azure.warmup_span(1.0))
     for load in (2.0, 4.0):

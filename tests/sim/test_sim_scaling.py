@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import pytest
 
 from gpuserve.autoscaling import ClassAction, PolicyConfig, ServiceProfile
 from gpuserve.sim.baselines import HpaBehaviour, HpaQueueDepth, KedaPrometheus, KnativeKpa
 from gpuserve.sim.config import AcceleratorPool, BatcherConfig, ServiceTimes, SimConfig
+from gpuserve.sim.llm.traces import azure_conversation
 from gpuserve.sim.oracle import OracleGoal, OracleScaler, plan_oracle
 from gpuserve.sim.results import TimelinePoint
 from gpuserve.sim.scalers import GpuserveScaler, ScaleOrder, ScalerView
@@ -240,6 +243,90 @@ def test_trace_rows_become_requests_with_compressed_time() -> None:
     workload = workload_from_trace(rows, compress=2.0, tokens_per_item=512, max_items=8)
     assert workload.arrivals[1] == pytest.approx(4.314579 / 2, abs=1e-5)
     assert workload.items == (1, 3)
+
+
+HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_an_azure_header_with_other_columns_is_refused() -> None:
+    # Token columns swapped: the old reader skipped any line starting with TIMESTAMP and
+    # read prompts as outputs.
+    lines = ["TIMESTAMP,GeneratedTokens,ContextTokens", "2023-11-16 18:15:46,44,374"]
+    with pytest.raises(ValueError) as refused:
+        parse_azure_trace(lines)
+    assert str(refused.value) == (
+        "line 1: header: expected TIMESTAMP,ContextTokens,GeneratedTokens, "
+        "got 'TIMESTAMP,GeneratedTokens,ContextTokens'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        (
+            ["2023-11-16 18:15:46,374,44", "2023-11-16 18:15:47,abc,44"],
+            "line 3: ContextTokens: 'abc' is not a whole number",
+        ),
+        (["2023-11-16 18:15:46,374,4.5"], "line 2: GeneratedTokens: '4.5' is not a whole number"),
+        (["1.0,374,44", "2.0"], "line 3: expected 3 columns (" + HEADER + "), got 1"),
+        (["time,374,44"], "line 2: TIMESTAMP: 'time' is neither a date-time nor seconds"),
+        (["nan,374,44"], "line 2: TIMESTAMP: 'nan' is neither a date-time nor seconds"),
+        (["1.0,374,44", "", "", "2.0,-3,44"], "line 5: ContextTokens: -3 is negative"),
+        (["1.0,374,-1"], "line 2: GeneratedTokens: -1 is negative"),
+        (
+            ["2023-11-16 18:15:46,374,44", "12.5,374,44"],
+            "line 3: TIMESTAMP: seconds where line 2 has a date-time; use one kind for every row",
+        ),
+    ],
+)
+@pytest.mark.parametrize("parser", [parse_azure_trace, azure_conversation])
+def test_a_bad_azure_row_is_named_by_line_and_column(
+    parser: Callable[[list[str]], object], rows: list[str], message: str
+) -> None:
+    with pytest.raises(ValueError) as refused:
+        parser([HEADER, *rows])
+    assert str(refused.value) == message
+
+
+def test_the_clock_starts_at_the_earliest_row_even_out_of_order() -> None:
+    lines = [
+        HEADER,
+        "2023-11-16 18:15:50,100,1",
+        "2023-11-16 18:15:47,200,2",  # earlier than the first row
+        "2023-11-16 18:15:55,300,3",
+    ]
+    rows = parse_azure_trace(lines)
+    assert [(r.at, r.context_tokens) for r in rows] == [(0.0, 200), (3.0, 100), (8.0, 300)]
+    workload = workload_from_trace(rows)
+    assert len(workload.window(0.0, 60.0)) == 3  # none before 0, so none lost
+    llm = azure_conversation(lines)
+    assert [(r.arrival_s, r.prompt_tokens) for r in llm.requests] == [
+        (0.0, 200),
+        (3.0, 100),
+        (8.0, 300),
+    ]
+
+
+def test_seconds_and_an_utc_offset_are_read_as_timestamps() -> None:
+    seconds = parse_azure_trace([HEADER, "", "10.5,1,0", "12,2,0", ""])
+    assert [(r.at, r.generated_tokens) for r in seconds] == [(0.0, 0), (1.5, 0)]
+    offset = parse_azure_trace(
+        [HEADER, "2023-11-16 18:15:46+00:00,1,1", "2023-11-16T19:15:47.5+01:00,1,1"]
+    )
+    assert [r.at for r in offset] == [0.0, 1.5]
+
+
+def test_both_simulators_read_the_shipped_azure_trace_alike() -> None:
+    # One reader: same clock (exact microseconds), same tokens on both paths.
+    lines = (REPO_ROOT / "traces" / "azure-llm-conv-2023.csv").read_text().splitlines()
+    requests = sorted(
+        (r.at, max(1, r.context_tokens), max(1, r.generated_tokens))
+        for r in parse_azure_trace(lines)
+    )
+    tokens = azure_conversation(lines).requests
+    assert requests == [(r.arrival_s, r.prompt_tokens, r.output_tokens) for r in tokens]
+    assert len(requests) == len(lines) - 1
 
 
 def test_burst_memory_keeps_headroom_for_the_next_burst() -> None:

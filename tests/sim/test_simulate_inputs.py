@@ -149,3 +149,25 @@ def test_an_empty_metadata_is_named_not_a_traceback(
     err = capsys.readouterr().err
     assert code == 1 and f"{classes}#1 (AcceleratorClass ?)" in err and "name" in err, err
     assert "Traceback" not in err
+
+
+def test_a_request_level_service_reads_a_mooncake_trace_whatever_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Told apart by the first line, not the file's name: a Mooncake trace saved as .json
+    # (it ended in "Invalid isoformat string" before).
+    lines = (ROOT / "traces" / "mooncake-conversation-2025.jsonl").read_text().splitlines()
+    trace = tmp_path / "slice.json"
+    trace.write_text("\n".join(lines[:60]) + "\n")
+    code, out, err = _simulate(capsys, SLEEPER, trace, "--warmup", "0")
+    assert code == 0, err
+    assert "(60 requests over" in out, out
+
+
+def test_a_malformed_trace_row_is_named_by_its_line_on_the_request_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _trace(tmp_path)
+    trace.write_text(trace.read_text() + "12.5,many,10\n")
+    code, _, err = _simulate(capsys, SLEEPER, trace)
+    assert code == 1 and f"{trace}: line 42: ContextTokens: 'many'" in err, err

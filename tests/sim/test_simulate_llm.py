@@ -156,10 +156,13 @@ def test_an_llm_policy_on_a_request_level_service_is_refused(
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("TIMESTAMP,Tokens\n", "unexpected columns"),
+        ("TIMESTAMP,Tokens\n", "line 1: header: expected TIMESTAMP,ContextTokens,GeneratedTokens"),
         ('{"timestamp": 0, "input_length": 10}\n', "missing field 'output_length'"),
         ("TIMESTAMP,ContextTokens,GeneratedTokens\n", "no requests"),
-        ("TIMESTAMP,ContextTokens,GeneratedTokens\nyesterday,1,1\n", "Invalid isoformat"),
+        (
+            "TIMESTAMP,ContextTokens,GeneratedTokens\nyesterday,1,1\n",
+            "line 2: TIMESTAMP: 'yesterday' is neither a date-time nor seconds",
+        ),
     ],
 )
 def test_a_bad_trace_is_named_with_the_reason(

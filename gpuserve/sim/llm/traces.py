@@ -7,14 +7,13 @@ arrival times, so ``compress=2`` doubles the load with the same token mix.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
 from typing import Protocol
 
 from gpuserve.sim.generators import flash_crowd
+from gpuserve.sim.trace_rows import read_azure_rows, read_mooncake_rows
 from gpuserve.sim.workload import Workload, poisson_workload
 
 
@@ -50,22 +49,13 @@ class TokenTrace:
 
 
 def azure_conversation(lines: Iterable[str], *, compress: float = 1.0) -> TokenTrace:
-    """``TIMESTAMP,ContextTokens,GeneratedTokens`` rows (a header first)."""
-    rows = iter(lines)
-    header = next(rows, "").strip().split(",")
-    if header[:3] != ["TIMESTAMP", "ContextTokens", "GeneratedTokens"]:
-        raise ValueError(f"azure trace header: unexpected columns {header}")
-    parsed: list[tuple[float, int, int]] = []
-    start: datetime | None = None
-    for line in rows:
-        if not line.strip():
-            continue
-        stamp, context, generated = line.strip().split(",")[:3]
-        when = datetime.fromisoformat(stamp[:26])  # microseconds: Python reads 6 digits
-        start = start or when
-        seconds = (when - start).total_seconds()
-        parsed.append((seconds / compress, int(context), max(1, int(generated))))
-    parsed.sort()
+    """``TIMESTAMP,ContextTokens,GeneratedTokens`` rows under that header, TIMESTAMP a
+    date-time or a number of seconds (``gpuserve.sim.trace_rows.read_azure_rows``; its
+    errors name the line and column). Every request has a prompt and yields a token."""
+    parsed = sorted(
+        (row.at / compress, row.context_tokens, max(1, row.generated_tokens))
+        for row in read_azure_rows(lines)
+    )
     return TokenTrace(
         f"azure-conv x{compress:g}",
         tuple(TokenRequest(t, max(1, p), o) for t, p, o in parsed),
@@ -79,25 +69,25 @@ def mooncake(
     lines: Iterable[str], *, compress: float = 1.0, name: str = "mooncake-conv"
 ) -> TokenTrace:
     """JSON lines with ``timestamp`` (ms), ``input_length``, ``output_length``, ``hash_ids``
-    (one per 512-token prompt block)."""
-    requests: list[TokenRequest] = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        try:
-            requests.append(
-                TokenRequest(
-                    float(row["timestamp"]) / 1000.0 / compress,
-                    max(1, int(row["input_length"])),
-                    max(1, int(row["output_length"])),
-                    tuple(int(h) for h in row.get("hash_ids", ())),
-                )
-            )
-        except KeyError as missing:
-            raise ValueError(f"mooncake trace line {number}: missing field {missing}") from None
+    (one per 512-token prompt block); both lengths are required here
+    (``gpuserve.sim.trace_rows.read_mooncake_rows``; its errors name the line and field)."""
+    requests = [
+        TokenRequest(
+            row.timestamp_ms / 1000.0 / compress,
+            max(1, _required(row.input_length, row.line, "input_length")),
+            max(1, _required(row.output_length, row.line, "output_length")),
+            row.hash_ids,
+        )
+        for row in read_mooncake_rows(lines)
+    ]
     requests.sort(key=lambda r: r.arrival_s)
     return TokenTrace(f"{name} x{compress:g}", tuple(requests), MOONCAKE_BLOCK)
+
+
+def _required(value: int | None, line: int, field: str) -> int:
+    if value is None:
+        raise ValueError(f"line {line}: missing field {field!r}")
+    return value
 
 
 def _with_tokens(name: str, arrivals: Sequence[float], mix: TokenTrace, seed: int) -> TokenTrace:

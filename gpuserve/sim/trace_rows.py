@@ -1,0 +1,243 @@
+"""The rows of the two trace formats, read and checked once for every parser.
+
+Azure's CSV (``TIMESTAMP,ContextTokens,GeneratedTokens``) and Mooncake's JSON lines feed
+both the request-level simulator (``gpuserve.sim.workload``) and the token-level one
+(``gpuserve.sim.llm.traces``); each turns these rows into its own requests.
+
+Parsing takes lines, never paths (gpuserve/ does no I/O). Every error is a ValueError that
+starts with the line of the input as given (1-based: an Azure header is line 1) and names
+the column or field at fault, so a user can find the row in an editor.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+
+# Azure writes seven fractional digits; keep six (microseconds), which every Python reads.
+_BEYOND_MICROSECONDS = re.compile(r"(\.\d{6})\d+")
+
+
+@dataclass(frozen=True, slots=True)
+class AzureRow:
+    line: int  # of the input, 1-based
+    at: float  # seconds since the earliest row
+    context_tokens: int
+    generated_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Stamped:
+    line: int
+    stamp: datetime | float  # a date-time (naive, UTC) or a plain number of seconds
+    context_tokens: int
+    generated_tokens: int
+
+
+def is_mooncake(lines: Sequence[str]) -> bool:
+    """Whether the trace is Mooncake's JSON lines (its first non-blank line an object)
+    rather than Azure's CSV: told by the content, so a file's name does not matter."""
+    first = next((line for line in lines if line.strip()), "")
+    return first.lstrip().removeprefix("\ufeff").startswith("{")
+
+
+def read_azure_rows(lines: Iterable[str]) -> list[AzureRow]:
+    """The rows under the header, sorted by time, the clock starting at the earliest.
+
+    TIMESTAMP is an ISO date-time (``2023-11-16 18:15:46.6805900``; an offset is
+    converted to UTC) or a number of seconds, the same kind on every row; the token
+    columns are whole numbers >= 0; columns after the third are ignored; blank lines are
+    skipped. No lines at all give no rows (the caller says "no requests").
+    """
+    content = _non_blank(lines)
+    header = next(content, None)
+    if header is None:
+        return []
+    _check_header(*header)
+    return _from_earliest([_azure_row(number, text) for number, text in content])
+
+
+def _non_blank(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
+    for number, line in enumerate(lines, 1):
+        if text := line.strip():
+            yield number, text
+
+
+def _check_header(number: int, text: str) -> None:
+    cells = [cell.strip() for cell in text.removeprefix("\ufeff").split(",")]
+    if tuple(cells[:3]) != AZURE_COLUMNS:
+        raise ValueError(f"line {number}: header: expected {','.join(AZURE_COLUMNS)}, got {text!r}")
+
+
+def _azure_row(number: int, text: str) -> _Stamped:
+    cells = [cell.strip() for cell in text.split(",")]
+    if len(cells) < len(AZURE_COLUMNS):
+        raise ValueError(
+            f"line {number}: expected {len(AZURE_COLUMNS)} columns "
+            f"({','.join(AZURE_COLUMNS)}), got {len(cells)}"
+        )
+    stamp, context, generated = cells[:3]
+    return _Stamped(
+        number,
+        _timestamp(number, stamp),
+        _whole_cell(number, AZURE_COLUMNS[1], context),
+        _whole_cell(number, AZURE_COLUMNS[2], generated),
+    )
+
+
+def _timestamp(number: int, text: str) -> datetime | float:
+    # Seconds first: a bare number such as 20231116 is also an ISO basic date.
+    try:
+        seconds = float(text)
+    except ValueError:
+        pass
+    else:
+        if math.isfinite(seconds):
+            return seconds
+    try:
+        parsed = datetime.fromisoformat(_BEYOND_MICROSECONDS.sub(r"\1", text, count=1))
+    except ValueError:
+        raise ValueError(
+            f"line {number}: {AZURE_COLUMNS[0]}: {text!r} is neither a date-time nor seconds"
+        ) from None
+    return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
+
+
+def _whole_cell(number: int, column: str, text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"line {number}: {column}: {text!r} is not a whole number") from None
+    if value < 0:
+        raise ValueError(f"line {number}: {column}: {value} is negative")
+    return value
+
+
+def _from_earliest(rows: list[_Stamped]) -> list[AzureRow]:
+    """Seconds since the earliest row (not the first: a trace may be out of order),
+    counted in whole microseconds for date-times so no epoch-sized float rounds them."""
+    if not rows:
+        return []
+    dates = [r.stamp for r in rows if isinstance(r.stamp, datetime)]
+    numbers = [r.stamp for r in rows if not isinstance(r.stamp, datetime)]
+    if dates and numbers:
+        kind = isinstance(rows[0].stamp, datetime)
+        odd = next(r for r in rows if isinstance(r.stamp, datetime) != kind)
+        raise ValueError(
+            f"line {odd.line}: {AZURE_COLUMNS[0]}: "
+            f"{'seconds' if kind else 'a date-time'} where line {rows[0].line} has "
+            f"{'a date-time' if kind else 'seconds'}; use one kind for every row"
+        )
+    if dates:
+        start = min(dates)
+        ats = [(d - start).total_seconds() for d in dates]
+    else:
+        first = min(numbers)
+        ats = [s - first for s in numbers]
+    out = [
+        AzureRow(r.line, at, r.context_tokens, r.generated_tokens)
+        for r, at in zip(rows, ats, strict=True)
+    ]
+    out.sort(key=lambda r: r.at)  # stable: rows at the same time keep the file's order
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class MooncakeRow:
+    line: int  # of the input, 1-based
+    timestamp_ms: float
+    input_length: int | None  # None where the line has no such field
+    output_length: int | None
+    hash_ids: tuple[int, ...]
+
+
+def read_mooncake_rows(lines: Iterable[str]) -> list[MooncakeRow]:
+    """One row per non-blank line, in the file's order: a JSON object with ``timestamp``
+    (ms, a number >= 0), and optionally ``input_length`` and ``output_length`` (whole
+    numbers >= 0; the callers decide whether they are required) and ``hash_ids`` (a list
+    of whole numbers). Other fields are ignored."""
+    return [_mooncake_row(number, text) for number, text in _non_blank(lines)]
+
+
+def _mooncake_row(number: int, text: str) -> MooncakeRow:
+    try:
+        body = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"line {number}: not valid JSON ({exc})") from None
+    if not isinstance(body, dict):
+        raise ValueError(f"line {number}: expected a JSON object, got {_shown(body)}")
+    if "timestamp" not in body:
+        raise ValueError(f"line {number}: missing field 'timestamp'")
+    lengths = {
+        name: _whole_field(number, name, body[name])
+        for name in ("input_length", "output_length")
+        if name in body
+    }
+    return MooncakeRow(
+        number,
+        _timestamp_ms(number, body["timestamp"]),
+        lengths.get("input_length"),
+        lengths.get("output_length"),
+        _hash_ids(number, body.get("hash_ids", [])),
+    )
+
+
+def _timestamp_ms(number: int, value: object) -> float:
+    ms = _finite(value)
+    if ms is None:
+        raise ValueError(f"line {number}: timestamp: {_shown(value)} is not a number")
+    if ms < 0:
+        raise ValueError(f"line {number}: timestamp: {_shown(value)} is negative")
+    return ms
+
+
+def _finite(value: object) -> float | None:
+    """A JSON number as a float; None for anything else (true is no number)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        as_float = float(value)
+    except OverflowError:  # an integer beyond any float
+        return None
+    return as_float if math.isfinite(as_float) else None
+
+
+def _whole_field(number: int, name: str, value: object) -> int:
+    whole = _whole(value)
+    if whole is None:
+        raise ValueError(f"line {number}: {name}: {_shown(value)} is not a whole number")
+    if whole < 0:
+        raise ValueError(f"line {number}: {name}: {whole} is negative")
+    return whole
+
+
+def _hash_ids(number: int, value: object) -> tuple[int, ...]:
+    ids = [_whole(h) for h in value] if isinstance(value, list) else [None]
+    if any(h is None for h in ids):
+        raise ValueError(
+            f"line {number}: hash_ids: expected a list of whole numbers, got {_shown(value)}"
+        )
+    return tuple(h for h in ids if h is not None)
+
+
+def _whole(value: object) -> int | None:
+    """A JSON whole number (``12`` or ``12.0``); None for anything else (true is no number)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _shown(value: object) -> str:
+    """A value as the file spells it, cut short: the user looks for it there."""
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
