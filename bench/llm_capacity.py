@@ -17,7 +17,7 @@ the folder when the engine, a trace, the oracle or a baseline changes.
 ``--history MINUTES`` (added 2026-11-28, as bench/suite.py's ``--history``): the generated
 workloads (bursty, diurnal, drift, periodic) first serve that many minutes of another draw
 of the same traffic (seed + ``gpuserve.sim.suite.HISTORY_SEED``), and only what follows is
-measured (``ClusterRun.after``): what a rule that remembers load does on a service that has
+measured (``ClusterRun.measured_from``): what a rule that remembers load does on a service that has
 run before. static-peak is sized on the measured part's busiest minute (foresight, as
 without a history) and a row ``static-yesterday`` on the history's. The traces and the
 flash crowd run as without the flag.
@@ -284,8 +284,8 @@ def scalers_table(
         key += f"-history{history_s:g}s" if history_s else ""
         sticks = _yardsticks(cache, key, config, trace, history_s)
         for entry in compare(config, trace, scale_down_window_s=scale_down_window_s, reuse=sticks):
-            measured = replace(entry, run=entry.run.after(history_s)) if history_s else entry
-            by_name.setdefault(entry.name, []).append(measured)
+            run = entry.run.measured_from(history_s) if history_s else entry.run
+            by_name.setdefault(entry.name, []).append(replace(entry, run=run))
         # A new peak is one above the memory, the history's load included.
         arrivals = [r.arrival_s for r in trace.requests]
         spans = new_peaks(arrivals, memory=BURST_MEMORY_S, horizon=config.startup_s)

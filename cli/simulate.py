@@ -32,7 +32,11 @@ from cli.simulate_llm import LLM_ONLY, run_llm
 from gpuserve.api.models import InferenceService
 from gpuserve.autoscaling.capacity import replica_capacity
 from gpuserve.autoscaling.config import PolicyConfig
-from gpuserve.autoscaling.from_spec import policy_config_from_spec, stated_service_times
+from gpuserve.autoscaling.from_spec import (
+    TIME_PARAMS,
+    policy_config_from_spec,
+    stated_service_times,
+)
 from gpuserve.sim.comparing import add_replay_arguments
 from gpuserve.sim.config import SimConfig
 from gpuserve.sim.from_spec import (
@@ -130,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         )
     times = _times(docs)
     spec = service.spec
-    stated = _stated_times(service)
+    stated = _stated_times(service) if times is None else []
     try:
         config = sim_config_from_spec(spec=spec, classes=classes, times=times, seed=args.seed)
     except ValueError as exc:
@@ -216,8 +220,8 @@ def _inputs(config: SimConfig, times: ServiceTimeModel | None, stated: list[str]
     svc = config.service
     if times is not None:
         source = "ServiceTimes document"
-    elif len(stated) == 2:
-        source = "the model's parameters exec_time_ms, per_item_ms"
+    elif len(stated) == len(TIME_PARAMS):
+        source = f"the model's parameters {', '.join(TIME_PARAMS)}"
     else:
         given = f"the model's {stated[0]}, " if stated else ""
         source = (

@@ -24,15 +24,16 @@ TIME_PARAMS = ("exec_time_ms", "per_item_ms")
 
 def _ms(params: Mapping[str, str], key: str) -> float | None:
     """The parameter in seconds; None when absent; an error naming it when it is not a
-    positive number of milliseconds."""
+    number of milliseconds >= 0 (0 is a cost the model does not have, as the sleeper's
+    per-item cost may be)."""
     if key not in params:
         return None
     try:
         value = float(params[key])
     except ValueError:
         value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"model.parameters.{key}: {params[key]!r} is not a positive number of ms")
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"model.parameters.{key}: {params[key]!r} is not a number of ms >= 0")
     return value / 1e3
 
 

@@ -5,7 +5,10 @@ Pure and deterministic like ``gpuserve.autoscaling.deciding.decide``, which disp
 here for LLM formats. Per evaluation:
 
 1. The token mix and prefix-hit rate of the stable window (``LoadShape``) give each class's
-   sustainable rate per replica (``replica_capacity``), used up to ``utilization``.
+   sustainable rate per replica (``replica_capacity``), used up to ``utilization``. Where
+   one replica misses the objectives even with no load, no number of replicas meets them:
+   the replicas are then sized for throughput, each engine busy ``UNREACHABLE_LOAD`` of
+   the time, and the reason says which objective is out of reach.
 2. Demand is the stable arrival rate (requests that got their first token plus the
    growth of the queue: under overload the first alone reads as what the replicas admit)
    or, where the recent rate rises beyond its noise
@@ -117,9 +120,10 @@ def decide_llm(
     }
     reference = caps[pools.classes[0].name] if pools.classes else None
     per_replica = (reference.rate if reference else 0.0) * policy.utilization
-    unreachable = reference is not None and reference.rate <= 0
-    if unreachable:
+    unreachable: str | None = None  # the objective one replica breaks with no load
+    if reference is not None and reference.rate <= 0:
         params = policy.params_for(pools.classes[0].name)
+        unreachable = reference.at_rate.broken(policy.objectives, params) or reference.limit
         per_replica = saturation_rate(params, shape) * UNREACHABLE_LOAD
     # The recent window counts only where it rises beyond its own noise: a 15-second
     # count is noisy, and each false rise buys a replica for a whole scale-down window.
@@ -187,9 +191,9 @@ def decide_llm(
         return _decision(policy, pools, memory, now, "steady", committed, why, signals)
     need = replicas_for(demand + backlog, per_replica)
     bound_by = (
-        f"objectives unreachable on one replica ({reference.limit}): sized for throughput, "
-        f"each replica's engine busy {UNREACHABLE_LOAD:.0%} of the time"
-        if unreachable and reference is not None
+        f"objectives unreachable: {unreachable.upper()} missed on one replica with no load; "
+        f"sized for throughput, each replica's engine busy {UNREACHABLE_LOAD:.0%} of the time"
+        if unreachable is not None
         else f"{reference.limit if reference else ''}-bound"
     )
     reason = (

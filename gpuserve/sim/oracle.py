@@ -4,6 +4,7 @@ real policy on the same workload (up to the window granularity)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -35,12 +36,20 @@ class OraclePlan:
     def within(self, start: float, end: float = float("inf")) -> OraclePlan:
         """The windows that overlap ``[start, end)``, the first of them now at 0 (a plan
         over a history and the part measured after it, cut to one of them)."""
-        first = self.window_of(start)
-        last = len(self.replicas) if end == float("inf") else int(-(-end // self.window))
-        kept = self.replicas[first : max(first + 1, last)]
+        span = windows_overlapping(len(self.replicas), self.window, start, end)
+        kept = self.replicas[span.start : span.stop]
         if not kept:
             raise ValueError(f"no window of the plan overlaps [{start}, {end})")
         return OraclePlan(self.window, kept)
+
+
+def windows_overlapping(count: int, window: float, start: float, end: float = math.inf) -> range:
+    """Which of ``count`` windows of ``window`` seconds (the first at 0) overlap
+    ``[start, end)``: a plan over a history and the part measured after it, cut to one of
+    them (at least the window holding ``start``)."""
+    first = int(max(0.0, start) // window)
+    last = count if end == math.inf else math.ceil(end / window)
+    return range(first, min(count, max(first + 1, last)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,16 +13,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
-
-# Azure writes seven fractional digits; keep six (microseconds), which every Python reads.
-_BEYOND_MICROSECONDS = re.compile(r"(\.\d{6})\d+")
-
 
 @dataclass(frozen=True, slots=True)
 class AzureRow:
@@ -44,7 +39,7 @@ def is_mooncake(lines: Sequence[str]) -> bool:
     """Whether the trace is Mooncake's JSON lines (its first non-blank line an object)
     rather than Azure's CSV: told by the content, so a file's name does not matter."""
     first = next((line for line in lines if line.strip()), "")
-    return first.lstrip().removeprefix("\ufeff").startswith("{")
+    return first.lstrip().removeprefix("\ufeff").lstrip().startswith("{")
 
 
 def read_azure_rows(lines: Iterable[str]) -> list[AzureRow]:
@@ -65,12 +60,13 @@ def read_azure_rows(lines: Iterable[str]) -> list[AzureRow]:
 
 def _non_blank(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
     for number, line in enumerate(lines, 1):
-        if text := line.strip():
+        # A byte-order mark some editors write ahead of the first line is no content.
+        if text := (line.removeprefix("\ufeff") if number == 1 else line).strip():
             yield number, text
 
 
 def _check_header(number: int, text: str) -> None:
-    cells = [cell.strip() for cell in text.removeprefix("\ufeff").split(",")]
+    cells = [cell.strip() for cell in text.split(",")]
     if tuple(cells[:3]) != AZURE_COLUMNS:
         raise ValueError(f"line {number}: header: expected {','.join(AZURE_COLUMNS)}, got {text!r}")
 
@@ -101,7 +97,7 @@ def _timestamp(number: int, text: str) -> datetime | float:
         if math.isfinite(seconds):
             return seconds
     try:
-        parsed = datetime.fromisoformat(_BEYOND_MICROSECONDS.sub(r"\1", text, count=1))
+        parsed = datetime.fromisoformat(text)  # 3.11 reads Azure's seven digits
     except ValueError:
         raise ValueError(
             f"line {number}: {AZURE_COLUMNS[0]}: {text!r} is neither a date-time nor seconds"
@@ -151,18 +147,23 @@ def _from_earliest(rows: list[_Stamped]) -> list[AzureRow]:
 @dataclass(frozen=True, slots=True)
 class MooncakeRow:
     line: int  # of the input, 1-based
-    timestamp_ms: float
+    at_s: float  # seconds since the earliest row's timestamp
     input_length: int | None  # None where the line has no such field
     output_length: int | None
     hash_ids: tuple[int, ...]
 
 
 def read_mooncake_rows(lines: Iterable[str]) -> list[MooncakeRow]:
-    """One row per non-blank line, in the file's order: a JSON object with ``timestamp``
-    (ms, a number >= 0), and optionally ``input_length`` and ``output_length`` (whole
-    numbers >= 0; the callers decide whether they are required) and ``hash_ids`` (a list
-    of whole numbers). Other fields are ignored."""
-    return [_mooncake_row(number, text) for number, text in _non_blank(lines)]
+    """One row per non-blank line, sorted by time (rows at the same time in the file's
+    order), the clock starting at the earliest: a JSON object with ``timestamp`` (ms, a
+    number >= 0), and optionally ``input_length`` and ``output_length`` (whole numbers >= 0;
+    the callers decide whether they are required) and ``hash_ids`` (a list of whole
+    numbers). Other fields are ignored."""
+    rows = [_mooncake_row(number, text) for number, text in _non_blank(lines)]
+    start = min((row.at_s for row in rows), default=0.0)
+    rows.sort(key=lambda row: row.at_s)
+    # Epoch milliseconds counted from the earliest, so a trace need not start at 0.
+    return [replace(row, at_s=row.at_s - start) for row in rows]
 
 
 def _mooncake_row(number: int, text: str) -> MooncakeRow:
@@ -181,7 +182,7 @@ def _mooncake_row(number: int, text: str) -> MooncakeRow:
     }
     return MooncakeRow(
         number,
-        _timestamp_ms(number, body["timestamp"]),
+        _timestamp_ms(number, body["timestamp"]) / 1000.0,  # in s; from the earliest below
         lengths.get("input_length"),
         lengths.get("output_length"),
         _hash_ids(number, body.get("hash_ids", [])),

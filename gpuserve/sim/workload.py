@@ -96,13 +96,10 @@ def parse_azure_trace(lines: Iterable[str]) -> list[TraceRequest]:
 def parse_mooncake_trace(lines: Iterable[str]) -> list[TraceRequest]:
     """Rows of a Mooncake trace (JSON lines): ``timestamp`` in ms, ``input_length`` and
     ``output_length`` in tokens (read as context and generated tokens; 0 where absent)."""
-    rows = [
-        TraceRequest(r.timestamp_ms / 1000.0, r.input_length or 0, r.output_length or 0)
+    return [
+        TraceRequest(r.at_s, r.input_length or 0, r.output_length or 0)
         for r in read_mooncake_rows(lines)
     ]
-    rows.sort(key=lambda r: r.at)
-    first = rows[0].at if rows else 0.0
-    return [TraceRequest(r.at - first, r.context_tokens, r.generated_tokens) for r in rows]
 
 
 def parse_trace(lines: Sequence[str]) -> list[TraceRequest]:

@@ -20,6 +20,7 @@ from gpuserve.sim.llm.cluster import (
     ClusterRun,
     ClusterScaler,
     ClusterView,
+    RequestOutcome,
     simulate_cluster,
 )
 from gpuserve.sim.llm.from_spec import fit_to_trace
@@ -66,8 +67,9 @@ def test_parsers_read_the_trace_formats_and_compress_time() -> None:
     with pytest.raises(ValueError, match="header"):
         azure_conversation(["a,b,c"])
     line = '{"timestamp": 1500, "input_length": 1100, "output_length": 9, "hash_ids": [4, 5, 6]}'
-    moon = mooncake([line])
-    assert moon.requests[0] == TokenRequest(1.5, 1100, 9, (4, 5, 6)) and moon.block_size == 512
+    first = '{"timestamp": 500, "input_length": 7, "output_length": 1}'
+    moon = mooncake([line, first], compress=2.0)  # the clock starts at the earliest row
+    assert moon.requests[1] == TokenRequest(0.5, 1100, 9, (4, 5, 6)) and moon.block_size == 512
     with pytest.raises(ValueError, match="input_length"):
         mooncake(['{"timestamp": 0, "output_length": 1}'])
 
@@ -353,17 +355,34 @@ def test_a_history_is_served_first_and_left_out_of_what_is_measured() -> None:
     sizes = {name: runs[name].replicas[0][1] for name in ("static-peak", "static-yesterday")}
     assert sizes["static-yesterday"] > sizes["static-peak"] >= 1
     for name, run in runs.items():
-        measured = run.after(120.0)
+        measured = run.measured_from(120.0)
         assert len(measured.outcomes) == len(today.requests), name
         assert measured.gpu_seconds < run.gpu_seconds, name
     for name, size in sizes.items():
         whole = runs[name]
         end = whole.gpu_seconds / size  # static replicas live from 0 to the run's end
-        assert whole.after(120.0).gpu_seconds == pytest.approx(size * (end - 120.0))
-        assert whole.after(120.0).replicas == ((120.0, size),)
-    # Replicas given back during the history cost nothing measured after it.
-    scaled = runs["gpuserve"]
-    assert scaled.after(120.0).gpu_seconds <= sum(
-        max(0.0, gone - max(made, 120.0)) for made, gone in scaled.lifetimes
-    ) + 1e-9
-    assert max(k for _, k in scaled.replicas) >= max(k for _, k in scaled.after(120.0).replicas)
+        assert whole.measured_from(120.0).gpu_seconds == pytest.approx(size * (end - 120.0))
+        assert whole.measured_from(120.0).replicas == ((120.0, size),)
+
+
+def test_a_run_measured_from_a_time_counts_the_gpu_time_and_sizes_held_from_then() -> None:
+    # Three replicas: one gone before the measured part, one held across it, one added in
+    # it and held to the end (at 300 s).
+    run = ClusterRun(
+        "hand-built",
+        OBJECTIVES,
+        (
+            RequestOutcome(50.0, 10, 5, 0.1, 0.01, 0),
+            RequestOutcome(150.0, 10, 5, 0.1, 0.01, 0),
+        ),
+        gpu_seconds=0.0,
+        replicas=((0.0, 2), (90.0, 1), (200.0, 2)),
+        prefix_queried=0,
+        prefix_hits=0,
+        preemptions=0,
+        lifetimes=((0.0, 90.0), (0.0, 300.0), (200.0, 300.0)),
+    )
+    measured = run.measured_from(100.0)
+    assert measured.gpu_seconds == pytest.approx(200.0 + 100.0)
+    assert [o.arrival_s for o in measured.outcomes] == [150.0]
+    assert measured.replicas == ((100.0, 1), (200.0, 2))

@@ -439,5 +439,5 @@ def test_objectives_no_replica_can_meet_size_for_throughput_not_a_frozen_fleet()
         memory = decision.memory
         sizes.append(decision.desired_replicas)
         assert decision.mode != "hold"
-        assert "objectives unreachable on one replica (unreachable)" in decision.reason
+        assert "objectives unreachable: TPOT missed on one replica with no load" in decision.reason
     assert sizes == [4, 4, 4, 1], sizes

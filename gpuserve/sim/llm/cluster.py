@@ -108,7 +108,7 @@ class ClusterRun:
     # end for those still held). ``gpu_seconds`` is their sum over the measured span.
     lifetimes: tuple[tuple[float, float], ...] = ()
 
-    def after(self, start: float) -> ClusterRun:
+    def measured_from(self, start: float) -> ClusterRun:
         """The run measured from ``start`` on (a history served before it): the requests
         arriving from then, the GPU time held and the sizes from then. Prefix and
         preemption counters stay the whole run's."""

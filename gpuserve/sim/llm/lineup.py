@@ -135,7 +135,7 @@ def yardsticks(
 ) -> Yardsticks:
     """The oracle's plan and run, then every baseline's run (all but gpuserve). With
     ``history_s``, the trace's first seconds are a history every contender serves before
-    the part measured (``ClusterRun.after``): static-peak is sized on the measured part's
+    the part measured (``ClusterRun.measured_from``): static-peak is sized on the measured part's
     busiest minute, and static-yesterday on the history's."""
     started = time.perf_counter()
     planned = plan_oracle(config, trace, window_s=window_s, target=config.objectives.quantile)
@@ -170,7 +170,7 @@ def compare(
     scaleDownStabilization (the baselines keep theirs). ``reuse``: the yardsticks of an
     earlier comparison of the same config and trace (computed here when None); only
     gpuserve is simulated then. ``history_s``: as for ``yardsticks``; the runs are whole
-    (``ClusterRun.after`` measures them after the history)."""
+    (``ClusterRun.measured_from`` measures them after the history)."""
     sticks = (
         reuse
         if reuse is not None

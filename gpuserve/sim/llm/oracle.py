@@ -18,7 +18,7 @@ from typing import NamedTuple
 from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, simulate_cluster
 from gpuserve.sim.llm.scalers import Planned, Static
 from gpuserve.sim.llm.traces import TokenRequest, TokenTrace
-from gpuserve.sim.oracle import fewest_meeting
+from gpuserve.sim.oracle import fewest_meeting, windows_overlapping
 
 # A bound on the end-to-end checks (each is one run over the whole trace).
 REFINE_ROUNDS = 8
@@ -37,12 +37,11 @@ class LLMOraclePlan(NamedTuple):
         return self.peak_within(-math.inf)
 
     def peak_within(self, start_s: float, end_s: float = math.inf) -> int:
-        """The most replicas a window starting in [start_s, end_s) needs alone: static
+        """The most replicas a window overlapping [start_s, end_s) needs alone: static
         provisioning for the busiest minute of that span (a history, or the part measured
         after it)."""
-        window = self.scaler.window_s
-        chosen = [n for k, n in enumerate(self.alone) if start_s <= k * window < end_s]
-        return max(chosen, default=1)
+        span = windows_overlapping(len(self.alone), self.scaler.window_s, start_s, end_s)
+        return max((self.alone[k] for k in span), default=1)
 
 
 def plan_oracle(

@@ -73,14 +73,13 @@ def mooncake(
     (``gpuserve.sim.trace_rows.read_mooncake_rows``; its errors name the line and field)."""
     requests = [
         TokenRequest(
-            row.timestamp_ms / 1000.0 / compress,
+            row.at_s / compress,
             max(1, _required(row.input_length, row.line, "input_length")),
             max(1, _required(row.output_length, row.line, "output_length")),
             row.hash_ids,
         )
         for row in read_mooncake_rows(lines)
     ]
-    requests.sort(key=lambda r: r.arrival_s)
     return TokenTrace(f"{name} x{compress:g}", tuple(requests), MOONCAKE_BLOCK)
 
 
