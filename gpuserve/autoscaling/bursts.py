@@ -148,7 +148,8 @@ class BurstBound:
     median, bounds the next one (``reach``), shifted by how far demand grew since they
     rose. Alike heights put the bound near them; spread ones put it far off, and the
     headroom stacks as it always did. A burst under way that goes past the bound beyond
-    its noise shows the heights are not alike: while it is recent, nothing is bounded.
+    its noise shows the heights are not alike: while it is recent, its own height is the
+    bound.
     """
 
     reach: float  # req/s the next burst is expected to reach; infinite with none seen
@@ -211,7 +212,11 @@ def burst_bound(
     # Growth within the level's own noise is no growth: the reach would move with it.
     grown = demand - rose - BEYOND_Z * math.sqrt(rose / max(level_window_s, 1e-9))
     bound = BurstBound(top * top / median + max(0.0, grown), window)
-    if any(bound.passed(b + v) for v, b in recent):
-        # The burst under way went past it: the heights are not alike.
-        return replace(bound, reach=math.inf)
+    passing = [b + v for v, b in recent if bound.passed(b + v)]
+    if passing:
+        # The burst under way went past it: the heights are not alike, and its own height
+        # is the most known. Headroom on a level that holds it would provision for it and
+        # another as large at once (a spike 5 % past the reach asked for 10 replicas where
+        # 7 served); a rate beyond its noise is still chased (``ceiling``).
+        return replace(bound, reach=max(passing))
     return bound
