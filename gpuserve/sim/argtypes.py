@@ -6,37 +6,35 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import TypeVar
+
+T = TypeVar("T", int, float)
 
 
 def positive_number(text: str) -> float:
     """A finite number above zero (a time compression)."""
-    value = _finite(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
+    return _checked(_finite(text), text, 0, inclusive=False)
 
 
 def non_negative_number(text: str) -> float:
     """A finite number of zero or more (seconds of warm-up)."""
-    value = _finite(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be zero or more, got {text}")
-    return value
+    return _checked(_finite(text), text, 0, inclusive=True)
 
 
 def non_negative_int(text: str) -> int:
     """A whole number of zero or more (tokens per batch item, 0 = one item a request)."""
-    value = _whole(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be zero or more, got {text}")
-    return value
+    return _checked(_whole(text), text, 0, inclusive=True)
 
 
 def positive_int(text: str) -> int:
     """A whole number of one or more (seeds)."""
-    value = _whole(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return _checked(_whole(text), text, 1, inclusive=True)
+
+
+def _checked(value: T, text: str, low: int, *, inclusive: bool) -> T:
+    if value < low or (value == low and not inclusive):
+        bound = f"at least {low}" if inclusive else f"above {low}"
+        raise argparse.ArgumentTypeError(f"must be {bound}, got {text}")
     return value
 
 

@@ -16,6 +16,9 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import TypeVar
+
+N = TypeVar("N", int, float)
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
@@ -190,12 +193,7 @@ def _mooncake_row(number: int, text: str) -> MooncakeRow:
 
 
 def _timestamp_ms(number: int, value: object) -> float:
-    ms = _finite(value)
-    if ms is None:
-        raise ValueError(f"line {number}: timestamp: {_shown(value)} is not a number")
-    if ms < 0:
-        raise ValueError(f"line {number}: timestamp: {_shown(value)} is negative")
-    return ms
+    return _non_negative(number, "timestamp", value, _finite(value), "a number")
 
 
 def _finite(value: object) -> float | None:
@@ -210,12 +208,16 @@ def _finite(value: object) -> float | None:
 
 
 def _whole_field(number: int, name: str, value: object) -> int:
-    whole = _whole(value)
-    if whole is None:
-        raise ValueError(f"line {number}: {name}: {_shown(value)} is not a whole number")
-    if whole < 0:
-        raise ValueError(f"line {number}: {name}: {whole} is negative")
-    return whole
+    return _non_negative(number, name, value, _whole(value), "a whole number")
+
+
+def _non_negative(number: int, name: str, value: object, parsed: N | None, kind: str) -> N:
+    """``parsed`` (``value`` read as ``kind``), or an error naming the line and field."""
+    if parsed is None:
+        raise ValueError(f"line {number}: {name}: {_shown(value)} is not {kind}")
+    if parsed < 0:
+        raise ValueError(f"line {number}: {name}: {_shown(value)} is negative")
+    return parsed
 
 
 def _hash_ids(number: int, value: object) -> tuple[int, ...]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from simulate_helpers import simulate
 
 from cli.main import main
 from gpuserve.api.models import parse_inference_service
@@ -21,7 +22,6 @@ ROOT = Path(__file__).resolve().parents[2]
 RESNET = ROOT / "examples" / "resnet50-onnx-fp16.yaml"
 SLEEPER = ROOT / "examples" / "sleeper-interactive.yaml"
 LLAMA = ROOT / "examples" / "llama-vllm.yaml"
-CLASSES = ROOT / "examples" / "accelerator-classes.yaml"
 
 
 def _trace(tmp_path: Path, rows: int = 40) -> Path:
@@ -32,23 +32,13 @@ def _trace(tmp_path: Path, rows: int = 40) -> Path:
     return trace
 
 
-def _simulate(
-    capsys: pytest.CaptureFixture[str], service: Path, trace: Path, *extra: str
-) -> tuple[int, str, str]:
-    code = main(
-        ["simulate", "-f", str(service), "--classes", str(CLASSES), "--trace", str(trace), *extra]
-    )
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 @pytest.mark.parametrize("value", ["0", "-2", "nan", "inf", "fast"])
 def test_a_compression_that_is_not_a_positive_number_is_refused_by_the_flag(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
 ) -> None:
     for service in (SLEEPER, LLAMA):
         with pytest.raises(SystemExit) as exited:
-            _simulate(capsys, service, _trace(tmp_path), "--compress", value)
+            simulate(capsys, service, _trace(tmp_path), "--compress", value)
         assert exited.value.code == 2
         err = capsys.readouterr().err
         assert "argument --compress: " in err and value in err and "Traceback" not in err, err
@@ -62,7 +52,7 @@ def test_negative_or_fractional_counts_are_refused_by_the_flag(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str
 ) -> None:
     with pytest.raises(SystemExit):
-        _simulate(capsys, SLEEPER, _trace(tmp_path), flag, value)
+        simulate(capsys, SLEEPER, _trace(tmp_path), flag, value)
     assert f"argument {flag}: " in capsys.readouterr().err
 
 
@@ -83,7 +73,7 @@ def test_a_plot_folder_that_does_not_exist_is_named_before_the_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], service: Path
 ) -> None:
     plot = tmp_path / "missing" / "out.png"
-    code, out, err = _simulate(capsys, service, _trace(tmp_path), "--plot", str(plot))
+    code, out, err = simulate(capsys, service, _trace(tmp_path), "--plot", str(plot))
     assert code == 1 and f"--plot {plot}: No such file or directory" in err, err
     assert "Traceback" not in err and "attainment" not in out  # nothing was simulated
 
@@ -91,26 +81,26 @@ def test_a_plot_folder_that_does_not_exist_is_named_before_the_run(
 def test_a_plot_without_a_suffix_is_written_as_the_png_the_output_names(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = _simulate(
+    code, out, _ = simulate(
         capsys, SLEEPER, _trace(tmp_path), "--warmup", "0", "--plot", str(tmp_path / "noext")
     )
     written = tmp_path / "noext.png"
     assert code == 0 and f"plot: {written}" in out, out
     assert written.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    code, _, err = _simulate(capsys, SLEEPER, _trace(tmp_path), "--plot", str(tmp_path / "p.txt"))
+    code, _, err = simulate(capsys, SLEEPER, _trace(tmp_path), "--plot", str(tmp_path / "p.txt"))
     assert code == 1 and ".txt is not a format written" in err
 
 
 def test_defaults_standing_in_for_the_models_times_are_said_and_a_bad_one_is_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = _simulate(capsys, RESNET, _trace(tmp_path), "--warmup", "0")
+    code, out, _ = simulate(capsys, RESNET, _trace(tmp_path), "--warmup", "0")
     assert code == 0 and "built-in defaults" in out and "ServiceTimes document" in out, out
-    code, out, _ = _simulate(capsys, SLEEPER, _trace(tmp_path), "--warmup", "0")
+    code, out, _ = simulate(capsys, SLEEPER, _trace(tmp_path), "--warmup", "0")
     assert code == 0 and "the model's parameters exec_time_ms, per_item_ms" in out, out
     bad = tmp_path / "bad.yaml"
     bad.write_text(SLEEPER.read_text().replace('exec_time_ms: "5"', 'exec_time_ms: "5 ms"'))
-    code, _, err = _simulate(capsys, bad, _trace(tmp_path))
+    code, _, err = simulate(capsys, bad, _trace(tmp_path))
     assert code == 1 and "model.parameters.exec_time_ms: '5 ms'" in err, err
 
 
@@ -120,18 +110,16 @@ def test_a_file_with_several_services_needs_a_name(
     two = tmp_path / "two.yaml"
     other = SLEEPER.read_text().replace("name: sleeper-chat", "name: sleeper-two", 1)
     two.write_text(SLEEPER.read_text() + "\n---\n" + other)
-    code, _, err = _simulate(capsys, two, _trace(tmp_path))
+    code, _, err = simulate(capsys, two, _trace(tmp_path))
     assert code == 1 and "2 InferenceServices" in err and "--name" in err, err
-    code, out, _ = _simulate(
-        capsys, two, _trace(tmp_path), "--name", "sleeper-two", "--warmup", "0"
-    )
+    code, out, _ = simulate(capsys, two, _trace(tmp_path), "--name", "sleeper-two", "--warmup", "0")
     assert code == 0 and out.startswith("service times") and "sleeper-two: policy" in out
 
 
 def test_prefix_routing_on_a_request_level_service_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = _simulate(capsys, SLEEPER, _trace(tmp_path), "--routing", "prefix")
+    code, _, err = simulate(capsys, SLEEPER, _trace(tmp_path), "--routing", "prefix")
     assert code == 1 and "--routing prefix: LLM services only" in err, err
 
 
@@ -164,7 +152,7 @@ def test_a_request_level_service_reads_a_mooncake_trace_whatever_its_name(
     lines = (ROOT / "traces" / "mooncake-conversation-2025.jsonl").read_text().splitlines()
     trace = tmp_path / "slice.json"
     trace.write_text("\n".join(lines[:60]) + "\n")
-    code, out, err = _simulate(capsys, SLEEPER, trace, "--warmup", "0")
+    code, out, err = simulate(capsys, SLEEPER, trace, "--warmup", "0")
     assert code == 0, err
     assert "(60 requests over" in out, out
 
@@ -174,7 +162,7 @@ def test_a_malformed_trace_row_is_named_by_its_line_on_the_request_path(
 ) -> None:
     trace = _trace(tmp_path)
     trace.write_text(trace.read_text() + "12.5,many,10\n")
-    code, _, err = _simulate(capsys, SLEEPER, trace)
+    code, _, err = simulate(capsys, SLEEPER, trace)
     assert code == 1 and f"{trace}: line 42: ContextTokens: 'many'" in err, err
 
 

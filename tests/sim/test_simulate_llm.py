@@ -7,12 +7,12 @@ import re
 from pathlib import Path
 
 import pytest
+from simulate_helpers import simulate
 
 from cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "llama-vllm.yaml"
-CLASSES = ROOT / "examples" / "accelerator-classes.yaml"
 AZURE = ROOT / "traces" / "azure-llm-conv-2023.csv"
 MOONCAKE = ROOT / "traces" / "mooncake-conversation-2025.jsonl"
 H100_PER_HOUR = 6.98  # examples/accelerator-classes.yaml
@@ -22,16 +22,6 @@ def _slice(source: Path, lines: int, out: Path) -> Path:
     """The first ``lines`` lines of a shipped trace (a header counts as one)."""
     out.write_text("\n".join(source.read_text().splitlines()[:lines]) + "\n")
     return out
-
-
-def _simulate(
-    capsys: pytest.CaptureFixture[str], service: Path, trace: Path, *extra: str
-) -> tuple[int, str, str]:
-    code = main(
-        ["simulate", "-f", str(service), "--classes", str(CLASSES), "--trace", str(trace), *extra]
-    )
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def _number(pattern: str, text: str) -> float:
@@ -66,7 +56,7 @@ def test_azure_slice_on_the_vllm_example_prints_the_prediction_and_plots(
 ) -> None:
     trace = _slice(AZURE, 301, tmp_path / "azure.csv")
     plot = tmp_path / "llm.png"
-    code, out, err = _simulate(
+    code, out, err = simulate(
         capsys, EXAMPLE, trace, "--compress", "4", "--plot", str(plot), "--policy", policy
     )
     assert code == 0, err
@@ -90,7 +80,7 @@ def test_mooncake_slice_with_prefix_routing_and_two_gpus_per_replica(
     service = tmp_path / "llama.yaml"
     service.write_text(text)
     trace = _slice(MOONCAKE, 120, tmp_path / "moon.jsonl")
-    code, out, err = _simulate(
+    code, out, err = simulate(
         capsys, service, trace, "--compress", "2", "--routing", "prefix", "--policy", "static"
     )
     assert code == 0, err
@@ -106,7 +96,7 @@ def test_requests_longer_than_the_context_are_refused_and_count_as_missed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     trace = _slice(MOONCAKE, 60, tmp_path / "moon.jsonl")
-    code, out, err = _simulate(capsys, EXAMPLE, trace, "--compress", "2")
+    code, out, err = simulate(capsys, EXAMPLE, trace, "--compress", "2")
     assert code == 0, err
     refused = int(_number(r"refused: (\d+) request", out))
     assert 0 < refused < 60
@@ -139,7 +129,7 @@ def test_input_errors_name_the_field(
     service = tmp_path / "llama.yaml"
     service.write_text(EXAMPLE.read_text().replace(*edit))
     trace = _slice(AZURE, 20, tmp_path / "azure.csv")
-    code, _, err = _simulate(capsys, service, trace, "--policy", policy)
+    code, _, err = simulate(capsys, service, trace, "--policy", policy)
     assert code == 1 and message in err, err
 
 
@@ -149,7 +139,7 @@ def test_an_llm_policy_on_a_request_level_service_is_refused(
     trace = tmp_path / "t.csv"
     trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n0,1,1\n1,1,1\n")
     service = ROOT / "examples" / "sleeper-interactive.yaml"
-    code, _, err = _simulate(capsys, service, trace, "--policy", "hpa-kv")
+    code, _, err = simulate(capsys, service, trace, "--policy", "hpa-kv")
     assert code == 1 and "--policy hpa-kv: a policy for LLM services" in err
 
 
@@ -170,7 +160,7 @@ def test_a_bad_trace_is_named_with_the_reason(
 ) -> None:
     trace = tmp_path / "bad.trace"
     trace.write_text(content)
-    code, _, err = _simulate(capsys, EXAMPLE, trace)
+    code, _, err = simulate(capsys, EXAMPLE, trace)
     assert code == 1 and str(trace) in err and message in err, err
     assert "Traceback" not in err
 
@@ -204,7 +194,7 @@ def test_a_plot_that_cannot_be_written_is_named(
 ) -> None:
     trace = _slice(AZURE, 40, tmp_path / "azure.csv")
     plot = tmp_path / "missing" / "out.png"
-    code, _, err = _simulate(capsys, EXAMPLE, trace, "--plot", str(plot))
+    code, _, err = simulate(capsys, EXAMPLE, trace, "--plot", str(plot))
     assert code == 1 and f"--plot {plot}: No such file or directory" in err, err
 
 
@@ -231,7 +221,7 @@ def _compare(
     service = tmp_path / "llama.yaml"
     service.write_text(EXAMPLE.read_text().replace(*edit))
     trace = _slice(AZURE, 301, tmp_path / "azure.csv")
-    return _simulate(capsys, service, trace, "--compare-classes", *extra)
+    return simulate(capsys, service, trace, "--compare-classes", *extra)
 
 
 def test_compare_classes_lists_every_class_and_one_that_cannot_hold_the_model(
@@ -294,7 +284,7 @@ def test_compare_classes_lists_a_class_without_a_datasheet_unsimulated(
     service = _with_acme(tmp_path, "[h100, acme]", price=0.1)
     trace = _slice(AZURE, 301, tmp_path / "azure.csv")
     plot = tmp_path / "c.png"
-    code, out, err = _simulate(capsys, service, trace, "--compare-classes", "--plot", str(plot))
+    code, out, err = simulate(capsys, service, trace, "--compare-classes", "--plot", str(plot))
     assert code == 0, err
     # The defaults would price it as an H100 at a tenth of the price: not a comparison.
     assert _table(out, ("h100", "acme"))["acme"] == ["-"] * FIGURES
@@ -313,5 +303,5 @@ def test_compare_classes_needs_every_class_and_an_llm_service(
     assert code == 1
     assert "AcceleratorClass 'h100', 'a100-3g40gb', 'l4' not given" in capsys.readouterr().err
     service = ROOT / "examples" / "sleeper-interactive.yaml"
-    code, _, err = _simulate(capsys, service, trace, "--compare-classes")
+    code, _, err = simulate(capsys, service, trace, "--compare-classes")
     assert code == 1 and "--compare-classes: LLM services only" in err, err
