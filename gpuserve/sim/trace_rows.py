@@ -22,6 +22,7 @@ N = TypeVar("N", int, float)
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
+
 @dataclass(frozen=True, slots=True)
 class AzureRow:
     line: int  # of the input, 1-based
@@ -41,8 +42,8 @@ class _Stamped:
 def is_mooncake(lines: Sequence[str]) -> bool:
     """Whether the trace is Mooncake's JSON lines (its first non-blank line an object)
     rather than Azure's CSV: told by the content, so a file's name does not matter."""
-    first = next((line for line in lines if line.strip()), "")
-    return first.lstrip().removeprefix("\ufeff").lstrip().startswith("{")
+    _, first = next(_non_blank(lines), (0, ""))
+    return first.startswith("{")
 
 
 def read_azure_rows(lines: Iterable[str]) -> list[AzureRow]:

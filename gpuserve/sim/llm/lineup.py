@@ -8,7 +8,6 @@ docs/llm.md says which and why.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
@@ -28,6 +27,7 @@ from gpuserve.sim.llm.scalers import (
     keda_waiting,
 )
 from gpuserve.sim.llm.traces import TokenTrace
+from gpuserve.sim.oracle import windows_overlapping
 from gpuserve.sim.start_costs import start_cost_s
 
 KEDA_WAITING_PER_REPLICA = 2.0
@@ -140,8 +140,8 @@ def yardsticks(
     started = time.perf_counter()
     planned = plan_oracle(config, trace, window_s=window_s, target=config.objectives.quantile)
     plan = planned.scaler.plan
-    from_window = math.ceil(history_s / window_s - 1e-9)
-    starts = start_cost_s(plan, window_s, config.startup_s, from_window=from_window) / 3600.0
+    measured = windows_overlapping(len(plan), window_s, history_s)
+    starts = start_cost_s(plan, window_s, config.startup_s, from_window=measured.start) / 3600.0
     entries = [Entry("oracle", planned.run, time.perf_counter() - started, starts)]
     # The baselines keep their own settings: gpuserve's scale-down window is not theirs.
     policy = _policy(config, planned.peak, SCALE_DOWN_WINDOW_S)

@@ -52,6 +52,8 @@ def azure_conversation(lines: Iterable[str], *, compress: float = 1.0) -> TokenT
     """``TIMESTAMP,ContextTokens,GeneratedTokens`` rows under that header, TIMESTAMP a
     date-time or a number of seconds (``gpuserve.sim.trace_rows.read_azure_rows``; its
     errors name the line and column). Every request has a prompt and yields a token."""
+    # Sorted as tuples: requests at the same instant in token order, as this parser always
+    # gave them (random routing draws follow the order, so the benches' figures do too).
     parsed = sorted(
         (row.at / compress, row.context_tokens, max(1, row.generated_tokens))
         for row in read_azure_rows(lines)
