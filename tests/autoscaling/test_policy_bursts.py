@@ -63,6 +63,23 @@ def test_a_rise_no_larger_than_the_measured_noise_is_no_surge() -> None:
     assert surge_now(decide_on(after_noise, serving=2)) == 0.0
 
 
+def test_an_earlier_burst_in_the_reference_stretch_does_not_hide_a_rise() -> None:
+    cap = capacity()
+
+    def rise(t: float) -> float:
+        return 6 * cap if t >= NOW - 5 else 0.5 * cap
+
+    def rise_after_a_burst(t: float) -> float:
+        # Three of the reference stretch's samples (one to two start-ups back) are a
+        # burst: its sample variance alone would put the rise within the noise.
+        return 4 * cap if NOW - 80 <= t < NOW - 65 else rise(t)
+
+    alone = surge_now(decide_on(rise, serving=1))
+    assert alone == pytest.approx(5.5 * cap)
+    # Measured against a base the burst lifts, the rise is a little smaller, but recorded.
+    assert 4 * cap < surge_now(decide_on(rise_after_a_burst, serving=1)) < alone
+
+
 def test_a_rise_the_pods_absorb_is_no_surge() -> None:
     cap = capacity()
 
