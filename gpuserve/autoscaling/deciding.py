@@ -526,10 +526,9 @@ def _dispersion(points: Sequence[float], mean: float, window: float) -> float:
     at least 1 (Poisson): how much noisier than Poisson the measured rates are.
 
     The variance is read from the median absolute deviation, not the sample variance: an
-    earlier burst inside the stretch is the kind of rise being tested for, not noise. With
-    the sample variance, a burst shortly before a larger one hid the larger one (a rise
-    from 8 to 69 req/s went unrecorded behind a 17 req/s burst a minute and a half
-    earlier), and the memory kept headroom for neither."""
+    earlier burst inside the stretch is the kind of rise being tested for, not noise (with
+    the sample variance, a small burst hid a larger one that followed it). So variation on
+    fewer than half the points counts as bursts, not as noise."""
     if len(points) < 3 or mean <= 0.0:
         return 1.0
     centre = median(points)

@@ -54,7 +54,9 @@ def test_a_rise_no_larger_than_the_measured_noise_is_no_surge() -> None:
         return 3 * cap if t >= NOW - 5 else 2 * cap
 
     def after_noise(t: float) -> float:
-        # Same mean before the rise, but alternating by a whole replica's worth.
+        # Same mean before the rise, but alternating by a whole replica's worth: half the
+        # reference stretch's samples at each value, so the spread is the whole swing
+        # (variation on fewer than half of them would read as bursts).
         if t >= NOW - 5:
             return 3 * cap
         return 3 * cap if int(t // 5) % 2 else 1 * cap
