@@ -164,9 +164,9 @@ def read_mooncake_rows(lines: Iterable[str]) -> list[MooncakeRow]:
     the callers decide whether they are required) and ``hash_ids`` (a list of whole
     numbers). Other fields are ignored."""
     rows = [_mooncake_row(number, text) for number, text in _non_blank(lines)]
-    start = min((row.at_s for row in rows), default=0.0)
     rows.sort(key=lambda row: row.at_s)
     # Epoch milliseconds counted from the earliest, so a trace need not start at 0.
+    start = rows[0].at_s if rows else 0.0
     return [replace(row, at_s=row.at_s - start) for row in rows]
 
 
