@@ -2,9 +2,10 @@
 
     .venv/bin/python bench/autoscaling.py [--trace FILE] [--compress 5] [--seeds N] [...]
 
-FILE is any trace in the Azure CSV format (TIMESTAMP,ContextTokens,GeneratedTokens;
-TIMESTAMP a date-time or seconds) or a Mooncake JSON-lines trace (told apart by its first
-line; a malformed row is named by its line and column). Prints one table, the default
+FILE is any trace in the Azure CSV format (a header naming TIMESTAMP, ContextTokens and
+GeneratedTokens in any order; TIMESTAMP a date-time or seconds; docs/autoscaling.md "Trace
+files") or a Mooncake JSON-lines trace (told apart by its first line; a malformed row is
+named by its line and column). Prints one table, the default
 policy's row first: SLO attainment, 5-minute windows whose p95 met the
 objective, latency percentiles, GPU-hours (warm pods included), scale events and cost per
 policy. See docs/bench-notes/autoscaling.md for the setup; bench/suite.py runs every
@@ -21,6 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from cli.trace_files import quiet_note, trace_lines  # noqa: E402
 from gpuserve.autoscaling.config import ServiceProfile  # noqa: E402
 from gpuserve.sim.argtypes import positive_int  # noqa: E402
 from gpuserve.sim.comparing import (  # noqa: E402
@@ -125,13 +127,15 @@ def setup_of(args: argparse.Namespace) -> Setup:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        rows = parse_trace(args.trace.read_text().splitlines())
+        rows = parse_trace(trace_lines(args.trace))
     except (OSError, ValueError) as exc:
         print(f"{args.trace}: {exc}", file=sys.stderr)
         return 1
     if not rows:
         print(f"{args.trace}: no requests", file=sys.stderr)
         return 1
+    if note := quiet_note([r.at for r in rows]):
+        print(note)
     if args.seeds <= 1:
         runs = run_seed(args, rows, args.seed, verbose=True)
         print()
@@ -159,17 +163,19 @@ def run_seed(
     workload = workload_from_trace(
         rows, compress=args.compress, tokens_per_item=args.tokens_per_item, max_items=args.max_batch
     )
-    prepared = prepare(setup, workload, seed, warmup_span=60.0 / args.compress)
     if verbose:
-        span = max(rows[-1].at, 1e-9)
-        items = sum(prepared.workload.items) / len(prepared.workload)
-        cal, plan = prepared.calibration, prepared.plan
+        # Before the warm-up and the oracle's plan, which take long on a long trace.
+        span = rows[-1].at
+        mean = f"{len(rows) * args.compress / span:.1f} req/s mean" if span > 0 else "all at once"
         print(
             f"trace {args.trace.name}: {len(rows)} requests over "
             f"{workload.duration:.0f}s after a {args.warmup:g}s warm-up "
-            f"(compression {args.compress:g}x, {len(rows) * args.compress / span:.1f} req/s "
-            f"mean, {items:.2f} items/request)"
+            f"(compression {args.compress:g}x, {mean}, "
+            f"{sum(workload.items) / len(workload):.2f} items/request)"
         )
+    prepared = prepare(setup, workload, seed, warmup_span=60.0 / args.compress)
+    if verbose:
+        cal, plan = prepared.calibration, prepared.plan
         print(
             f"model: {args.per_batch * 1000:.0f}ms/execution + "
             f"{args.per_item * 1000:.0f}ms/item, max batch {args.max_batch}, delay "

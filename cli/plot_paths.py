@@ -12,8 +12,12 @@ FORMATS = (".png", ".svg", ".pdf")
 
 def plot_target(path: Path) -> Path:
     """``path`` with ``.png`` added when it has no suffix (matplotlib would add it without
-    saying so); an error naming the flag for a folder that does not exist or a format not
-    written."""
+    saying so); an error naming the flag for a folder given as the file, a folder that does
+    not exist or a format not written."""
+    if path.is_dir():
+        raise SimulateError(
+            f"--plot {path}: a folder; give a file in it (e.g. {path / 'plot.png'})"
+        )
     target = path if path.suffix else path.with_suffix(".png")
     if target.suffix.lower() not in FORMATS:
         raise SimulateError(

@@ -29,6 +29,7 @@ from cli.errors import SimulateError
 from cli.plot_paths import plot_target
 from cli.rendering import load_documents, split_manifests
 from cli.simulate_llm import LLM_ONLY, run_llm
+from cli.trace_files import quiet_note, trace_lines
 from gpuserve.api.models import InferenceService
 from gpuserve.autoscaling.capacity import replica_capacity
 from gpuserve.autoscaling.config import PolicyConfig
@@ -42,6 +43,7 @@ from gpuserve.sim.config import SimConfig
 from gpuserve.sim.from_spec import (
     ServiceTimeModel,
     parse_service_time_model,
+    placement_order,
     profile_from_spec,
     sim_config_from_spec,
 )
@@ -79,8 +81,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--trace",
         required=True,
         type=Path,
-        help="Azure LLM trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens) or Mooncake JSON "
-        "lines, told apart by the first line",
+        help="Azure LLM trace CSV (a header naming TIMESTAMP, ContextTokens and "
+        "GeneratedTokens, in any order) or Mooncake JSON lines, told apart by the first line",
     )
     add_replay_arguments(p, compress=1.0)
     p.add_argument("--policy", choices=(*POLICIES, *LLM_ONLY), default="gpuserve")
@@ -149,13 +151,15 @@ def run(args: argparse.Namespace) -> int:
         )
     policy = replace(policy, rate_window=config.rate_window)
     try:
-        rows = parse_trace(args.trace.read_text().splitlines())
+        rows = parse_trace(trace_lines(args.trace))
     except OSError as exc:
         raise SimulateError(f"{args.trace}: {exc.strerror or exc}") from exc
     except ValueError as exc:
         raise SimulateError(f"{args.trace}: {exc}") from exc
     if not rows:
         raise SimulateError(f"{args.trace}: no requests")
+    if note := quiet_note([r.at for r in rows]):
+        print(note)
     workload = workload_from_trace(
         rows,
         compress=args.compress,
@@ -174,7 +178,8 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     result = _run(args.policy, config=config, policy=policy, workload=workload)
     elapsed = time.perf_counter() - started
-    print(_inputs(config, times, stated))
+    _, skipped = placement_order(spec, classes)
+    print(_inputs(config, times, stated, [issue.message for issue in skipped]))
     print(_report(service.metadata.name, args, result, policy, elapsed))
     if args.plot:
         title = (
@@ -195,7 +200,7 @@ def _chosen(services: list[InferenceService], name: str | None, where: Path) -> 
     if name:
         services = [s for s in services if s.metadata.name == name]
     if not services:
-        raise SimulateError(f"no InferenceService{' ' + name if name else ''} found")
+        raise SimulateError(f"{where}: no InferenceService{' ' + name if name else ''} found")
     if len(services) > 1:
         names = ", ".join(s.metadata.name for s in services)
         raise SimulateError(
@@ -214,7 +219,9 @@ def _stated_times(service: InferenceService) -> list[str]:
         raise SimulateError(f"InferenceService {service.metadata.name}: {exc}") from exc
 
 
-def _inputs(config: SimConfig, times: ServiceTimeModel | None, stated: list[str]) -> str:
+def _inputs(
+    config: SimConfig, times: ServiceTimeModel | None, stated: list[str], skipped: list[str]
+) -> str:
     """Which service times and classes the prediction rests on: a user must see when the
     model's own parameters, or built-in defaults, stood in for measurements."""
     svc = config.service
@@ -244,6 +251,7 @@ def _inputs(config: SimConfig, times: ServiceTimeModel | None, stated: list[str]
             f"class {pool.name}: speed {pool.speed:g}, {pool.cost_per_hour:g}/h per pod, "
             f"cold start {pool.cold_start:g}s, warm promotion {pool.warm_start:g}s{own}"
         )
+    lines.extend(f"placement skips: {why}" for why in skipped)
     return "\n".join(lines)
 
 

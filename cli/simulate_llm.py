@@ -1,6 +1,6 @@
 """`gpuserve simulate` for LLM services (model.format vllm or tensorrtllm).
 
-The operator's LLM policy from the spec, on the engine of the class the service prefers,
+The operator's LLM policy from the spec, on the engine of the class placement puts it on,
 replays a token trace through the token-level cluster simulator (gpuserve/sim/llm/), and
 the prediction is printed: TTFT and TPOT attainment, GPU-hours, cost, cost per million
 output tokens, goodput per GPU, replicas. With --compare-classes the same run is made on
@@ -18,6 +18,7 @@ from typing import cast
 
 from cli.errors import SimulateError
 from cli.plot_llm import plot_llm
+from cli.trace_files import quiet_note, trace_lines
 from gpuserve.api.models import AcceleratorClassSpec, InferenceService
 from gpuserve.llm.capacity import TokenObjectives
 from gpuserve.llm.params import EngineParams
@@ -53,6 +54,15 @@ def run_llm(
     trace = load_token_trace(args.trace, compress=args.compress)
     if args.compare_classes:
         return _compare_classes(args, service, classes, policy_name, trace)
+    if not setup.fits:
+        # Placement would put the pods there (the class states no memoryGiB for it to
+        # check) and they would not load: a figure for it would be made up.
+        raise SimulateError(
+            f"InferenceService {name}: class {setup.class_name}, where placement puts it, "
+            f"cannot hold the model ({setup.no_engine}); state the class's memoryGiB so "
+            "placement skips it, or put a larger class first (--compare-classes simulates "
+            "each class that fits)"
+        )
     sim = _simulate_setup(args, setup, policy_name, trace)
     print(_inputs(setup, sim.params, args.trace, sim.served, sim.refused))
     print(_report(name, setup, sim, args.routing))
@@ -260,20 +270,24 @@ def _policy_name(given: str, service: InferenceService) -> LLMPolicyName:
 def load_token_trace(path: Path, *, compress: float) -> TokenTrace:
     """An Azure conversation CSV, or Mooncake JSON lines (told apart by the first line)."""
     try:
-        lines = path.read_text().splitlines()
+        lines = trace_lines(path)
     except OSError as exc:
         raise SimulateError(f"{path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise SimulateError(f"{path}: {exc}") from exc
     jsonl = is_mooncake(lines)
     try:
         if jsonl:
             trace = mooncake(lines, compress=compress, name=path.stem)
         else:
-            trace = azure_conversation(lines, compress=compress)
+            trace = azure_conversation(lines, compress=compress, name=path.stem)
     except (ValueError, TypeError) as exc:
         kind = "Mooncake JSON lines" if jsonl else "Azure CSV"
         raise SimulateError(f"{path} ({kind}): {exc}") from exc
     if not trace.requests:
         raise SimulateError(f"{path}: no requests")
+    if note := quiet_note([r.arrival_s for r in trace.requests]):
+        print(note)
     return trace
 
 
@@ -285,6 +299,7 @@ def _inputs(
     p, o = params, setup.policy.objectives
     cache = "on" if p.prefix_caching else "off"
     lines = [
+        *(f"placement skips: {why}" for why in setup.skipped),
         f"engine: {setup.engine_source}",
         f"  class {setup.class_name}: {setup.accelerator.gpu_product}, {setup.gpus_per_pod} "
         f"GPU(s) per replica at {setup.cost_per_gpu_hour:g}/h per GPU; start-up "
@@ -302,7 +317,7 @@ def _inputs(
     if refused:
         lines.append(
             f"  refused: {refused} request(s) whose prompt + output exceed llm.maxContextLength "
-            f"{p.max_model_len} (vLLM rejects them; counted as missed below)"
+            f"{p.max_model_len} (the engine rejects them; counted as missed below)"
         )
     return "\n".join(lines)
 

@@ -23,7 +23,6 @@ from e2e.loadgen import (
     TraceFormatError,
     check_loopback,
     constant_rate_arrivals,
-    parse_timestamp,
     percentile,
     read_trace,
     replay,
@@ -54,14 +53,6 @@ def write_trace(path: Path, offsets_s: list[float]) -> Path:
 
 
 # ----------------------------------------------------------------------------- trace parsing
-def test_parse_timestamp_keeps_sub_microsecond_digits() -> None:
-    a = parse_timestamp("2023-11-16 18:15:46.6805900")
-    b = parse_timestamp("2023-11-16 18:15:46.6805907")
-    assert b - a == pytest.approx(7e-7, abs=5e-8)
-    assert parse_timestamp("2023-11-16 18:15:47") - a == pytest.approx(0.31941, abs=1e-6)
-    assert parse_timestamp("12.5") == 12.5
-
-
 def test_read_trace_offsets_compression_and_slices(tmp_path: Path) -> None:
     trace = write_trace(tmp_path / "t.csv", [0.0, 1.5, 3.0, 10.0, 20.0])
     full = read_trace(trace)

@@ -38,7 +38,6 @@ from e2e.loadgen.trace import (
     Arrival,
     TraceFormatError,
     constant_rate_arrivals,
-    parse_timestamp,
     read_trace,
 )
 
@@ -59,7 +58,6 @@ __all__ = [
     "closed_loop_async",
     "constant_rate_arrivals",
     "constant_rate_requests",
-    "parse_timestamp",
     "percentile",
     "read_trace",
     "replay",

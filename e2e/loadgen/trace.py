@@ -1,22 +1,22 @@
-"""Reading arrival traces in the Azure LLM inference format.
+"""Reading arrival traces in the Azure LLM inference format, for replay.
 
-Format: a CSV with the header ``TIMESTAMP,ContextTokens,GeneratedTokens``; TIMESTAMP is either
-``YYYY-MM-DD HH:MM:SS[.fraction]`` (any number of fraction digits) or a number of seconds.
-Arrival offsets are relative to the first arrival of the file, divided by ``compress``.
+The rows are read by the product's reader (``gpuserve.sim.trace_rows``, the one
+`gpuserve simulate` and the benches use): a header naming TIMESTAMP, ContextTokens and
+GeneratedTokens, TIMESTAMP a date-time or a number of seconds. Arrival offsets are
+relative to the earliest arrival of the file, divided by ``compress``.
 """
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
-HEADER = ("timestamp", "contexttokens", "generatedtokens")
+from cli.trace_files import trace_lines
+from gpuserve.sim.trace_rows import read_azure_rows
 
 
 class TraceFormatError(ValueError):
-    """The file is not in the expected trace format (message names the line)."""
+    """The file is not in the expected trace format (message names the file and line)."""
 
 
 @dataclass(frozen=True)
@@ -28,42 +28,14 @@ class Arrival:
     generated_tokens: int
 
 
-def parse_timestamp(text: str) -> float:
-    """Seconds since the epoch for an Azure-trace TIMESTAMP (naive times are taken as UTC).
-
-    Fractions longer than microseconds (the trace has 7 digits) are kept exactly as a float.
-    """
-    text = text.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    whole, _, fraction = text.partition(".")
-    if fraction and not fraction.isdigit():
-        raise ValueError(f"bad fractional seconds in {text!r}")
-    moment = datetime.fromisoformat(whole)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp() + (float("0." + fraction) if fraction else 0.0)
-
-
 def read_trace_rows(path: Path) -> list[tuple[float, int, int]]:
-    """(epoch seconds, context tokens, generated tokens) for every row, sorted by time."""
-    rows: list[tuple[float, int, int]] = []
-    with open(path, newline="") as handle:
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        if header is None or tuple(h.strip().lower() for h in header[:3]) != HEADER:
-            raise TraceFormatError(f"{path}: line 1: expected header {','.join(HEADER)}")
-        for number, row in enumerate(reader, start=2):
-            if not row or not "".join(row).strip():
-                continue
-            try:
-                rows.append((parse_timestamp(row[0]), int(row[1]), int(row[2])))
-            except (ValueError, IndexError) as err:
-                raise TraceFormatError(f"{path}: line {number}: {err}") from None
-    rows.sort(key=lambda r: r[0])
-    return rows
+    """(seconds since the earliest row, context tokens, generated tokens) for every row,
+    sorted by time."""
+    try:
+        rows = read_azure_rows(trace_lines(path))
+    except ValueError as err:
+        raise TraceFormatError(f"{path}: {err}") from None
+    return [(r.at, r.context_tokens, r.generated_tokens) for r in rows]
 
 
 def read_trace(

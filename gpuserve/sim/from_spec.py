@@ -18,6 +18,7 @@ from gpuserve.api.durations import parse_duration
 from gpuserve.api.models import AcceleratorClassSpec, InferenceServiceSpec
 from gpuserve.autoscaling.config import ServiceProfile
 from gpuserve.autoscaling.from_spec import service_profile
+from gpuserve.placement.planning import ClassIssue, usable_classes
 from gpuserve.sim.config import (
     AcceleratorPool,
     Balancing,
@@ -185,6 +186,19 @@ def require_classes(
         )
 
 
+def placement_order(
+    spec: InferenceServiceSpec, classes: Mapping[str, AcceleratorClassSpec]
+) -> tuple[list[str], list[ClassIssue]]:
+    """The classes the operator's placement can use for the service, in its order, and why
+    it skips the others (``gpuserve.placement.planning.usable_classes``: too little memory
+    for the model, a precision the GPU lacks); ValueError naming them when none is left."""
+    order, issues = usable_classes(spec, classes)
+    if not order:
+        reasons = "; ".join(issue.message for issue in issues)
+        raise ValueError(f"accelerators.classes: no class can run the service ({reasons})")
+    return order, issues
+
+
 def sim_config_from_spec(
     *,
     spec: InferenceServiceSpec,
@@ -196,12 +210,14 @@ def sim_config_from_spec(
     capacity: Mapping[str, int] | None = None,
 ) -> SimConfig:
     """``capacity``: most pods of each class the cluster holds for the service (None or a
-    missing class: unbounded). Every class the spec names must be in ``classes``."""
+    missing class: unbounded). Every class the spec names must be in ``classes``; the
+    pools are those its placement can use, in its order (``usable_classes``)."""
     require_classes(spec, classes)
+    order, _ = placement_order(spec, classes)
     times = times or default_times(spec)
     factor = times.factor_for(spec.precision)
     pools = []
-    for name in spec.accelerators.classes:
+    for name in order:
         accel = classes[name]
         measured = times.classes.get(name) or ClassTimes()
         pools.append(

@@ -1,8 +1,8 @@
 """The rows of the two trace formats, read and checked once for every parser.
 
-Azure's CSV (``TIMESTAMP,ContextTokens,GeneratedTokens``) and Mooncake's JSON lines feed
-both the request-level simulator (``gpuserve.sim.workload``) and the token-level one
-(``gpuserve.sim.llm.traces``); each turns these rows into its own requests.
+Azure's CSV (columns ``TIMESTAMP``, ``ContextTokens``, ``GeneratedTokens``) and Mooncake's
+JSON lines feed both the request-level simulator (``gpuserve.sim.workload``) and the
+token-level one (``gpuserve.sim.llm.traces``); each turns these rows into its own requests.
 
 Parsing takes lines, never paths (gpuserve/ does no I/O). Every error is a ValueError that
 starts with the line of the input as given (1-based: an Azure header is line 1) and names
@@ -11,6 +11,7 @@ the column or field at fault, so a user can find the row in an editor.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from collections.abc import Iterable, Iterator, Sequence
@@ -34,7 +35,7 @@ class AzureRow:
 @dataclass(frozen=True, slots=True)
 class _Stamped:
     line: int
-    stamp: datetime | float  # a date-time (naive, UTC) or a plain number of seconds
+    stamp: datetime | float  # a date-time (with its offset, if any) or seconds
     context_tokens: int
     generated_tokens: int
 
@@ -49,17 +50,20 @@ def is_mooncake(lines: Sequence[str]) -> bool:
 def read_azure_rows(lines: Iterable[str]) -> list[AzureRow]:
     """The rows under the header, sorted by time, the clock starting at the earliest.
 
-    TIMESTAMP is an ISO date-time (``2023-11-16 18:15:46.6805900``; an offset is
-    converted to UTC) or a number of seconds, the same kind on every row; the token
-    columns are whole numbers >= 0; columns after the third are ignored; blank lines are
-    skipped. No lines at all give no rows (the caller says "no requests").
+    The header names the columns, in any order and any case (``context_tokens`` counts as
+    ``ContextTokens``); other columns are ignored. Cells may be quoted, and the separator
+    is the header's: a comma, a tab or a semicolon. TIMESTAMP is an ISO date-time
+    (``2023-11-16 18:15:46.6805900``; an offset is converted to UTC) or a number of
+    seconds, the same kind on every row, and an offset on every date-time or on none; the
+    token columns are whole numbers >= 0; blank lines are skipped. No lines at all give no
+    rows (the caller says "no requests").
     """
     content = _non_blank(lines)
     header = next(content, None)
     if header is None:
         return []
-    _check_header(*header)
-    return _from_earliest([_azure_row(number, text) for number, text in content])
+    layout = _layout(*header)
+    return _from_earliest([_azure_row(number, text, layout) for number, text in content])
 
 
 def _non_blank(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
@@ -69,20 +73,45 @@ def _non_blank(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
             yield number, text
 
 
-def _check_header(number: int, text: str) -> None:
-    cells = [cell.strip() for cell in text.split(",")]
-    if tuple(cells[:3]) != AZURE_COLUMNS:
-        raise ValueError(f"line {number}: header: expected {','.join(AZURE_COLUMNS)}, got {text!r}")
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    delimiter: str
+    columns: tuple[int, int, int]  # where TIMESTAMP, ContextTokens, GeneratedTokens are
 
 
-def _azure_row(number: int, text: str) -> _Stamped:
-    cells = [cell.strip() for cell in text.split(",")]
-    if len(cells) < len(AZURE_COLUMNS):
+def _cells(text: str, delimiter: str) -> list[str]:
+    return [cell.strip() for cell in next(csv.reader([text], delimiter=delimiter))]
+
+
+def _column_key(name: str) -> str:
+    return name.lower().replace("_", "").replace(" ", "")
+
+
+def _layout(number: int, text: str) -> _Layout:
+    """Where the three columns are, by their names in the header (a spreadsheet's export
+    may reorder, add or quote columns)."""
+    delimiter = next((d for d in (",", "\t", ";") if d in text), ",")
+    keys = [_column_key(cell) for cell in _cells(text, delimiter)]
+    missing = [name for name in AZURE_COLUMNS if _column_key(name) not in keys]
+    if missing:
         raise ValueError(
-            f"line {number}: expected {len(AZURE_COLUMNS)} columns "
-            f"({','.join(AZURE_COLUMNS)}), got {len(cells)}"
+            f"line {number}: header: no column {' or '.join(missing)} in {text!r} "
+            f"(expected {', '.join(AZURE_COLUMNS)}, in any order)"
         )
-    stamp, context, generated = cells[:3]
+    found = tuple(keys.index(_column_key(name)) for name in AZURE_COLUMNS)
+    return _Layout(delimiter, (found[0], found[1], found[2]))
+
+
+def _azure_row(number: int, text: str, layout: _Layout) -> _Stamped:
+    cells = _cells(text, layout.delimiter)
+    last = max(layout.columns)
+    if len(cells) <= last:
+        raise ValueError(
+            f"line {number}: expected {last + 1} columns "
+            f"({AZURE_COLUMNS[layout.columns.index(last)]} is column {last + 1} of the "
+            f"header), got {len(cells)}"
+        )
+    stamp, context, generated = (cells[k] for k in layout.columns)
     return _Stamped(
         number,
         _timestamp(number, stamp),
@@ -106,7 +135,7 @@ def _timestamp(number: int, text: str) -> datetime | float:
         raise ValueError(
             f"line {number}: {AZURE_COLUMNS[0]}: {text!r} is neither a date-time nor seconds"
         ) from None
-    return parsed.astimezone(UTC).replace(tzinfo=None) if parsed.tzinfo else parsed
+    return parsed
 
 
 def _whole_cell(number: int, column: str, text: str) -> int:
@@ -135,8 +164,23 @@ def _from_earliest(rows: list[_Stamped]) -> list[AzureRow]:
             f"{'a date-time' if kind else 'seconds'}; use one kind for every row"
         )
     if dates:
-        start = min(dates)
-        ats = [(d - start).total_seconds() for d in dates]
+        aware = [d.tzinfo is not None for d in dates]
+        if any(aware) and not all(aware):
+            # Without an offset a time is read as UTC: a trace in another zone would gain
+            # hours between the rows that state theirs and those that do not.
+            odd = next(
+                r
+                for r in rows
+                if isinstance(r.stamp, datetime) and (r.stamp.tzinfo is not None) != aware[0]
+            )
+            raise ValueError(
+                f"line {odd.line}: {AZURE_COLUMNS[0]}: "
+                f"{'no UTC offset' if aware[0] else 'a UTC offset'} where line {rows[0].line} "
+                f"has {'one' if aware[0] else 'none'}; give every row an offset or none"
+            )
+        utc = [d.astimezone(UTC).replace(tzinfo=None) if d.tzinfo else d for d in dates]
+        start = min(utc)
+        ats = [(d - start).total_seconds() for d in utc]
     else:
         first = min(numbers)
         ats = [s - first for s in numbers]

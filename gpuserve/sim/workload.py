@@ -85,8 +85,9 @@ class TraceRequest:
 
 
 def parse_azure_trace(lines: Iterable[str]) -> list[TraceRequest]:
-    """Rows of the Azure LLM inference trace: TIMESTAMP,ContextTokens,GeneratedTokens
-    under that header, TIMESTAMP a date-time or a number of seconds
+    """Rows of the Azure LLM inference trace: TIMESTAMP, ContextTokens and
+    GeneratedTokens under a header naming them (in any order), TIMESTAMP a date-time or a
+    number of seconds
     (``gpuserve.sim.trace_rows.read_azure_rows``; its errors name the line and column)."""
     return [
         TraceRequest(r.at, r.context_tokens, r.generated_tokens) for r in read_azure_rows(lines)

@@ -249,15 +249,35 @@ HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_an_azure_header_with_other_columns_is_refused() -> None:
-    # Token columns swapped: the old reader skipped any line starting with TIMESTAMP and
-    # read prompts as outputs.
-    lines = ["TIMESTAMP,GeneratedTokens,ContextTokens", "2023-11-16 18:15:46,44,374"]
+def test_azure_columns_are_found_by_name_in_any_order_case_and_quoting() -> None:
+    # A spreadsheet's export: columns reordered among others, names in another case,
+    # cells quoted, another separator. Each is read by its name (the old reader took the
+    # first three columns by position and read prompts as outputs when two were swapped).
+    expected = [(0.0, 374, 44), (1.0, 1396, 109)]
+    for lines in (
+        [
+            "TIMESTAMP,GeneratedTokens,ContextTokens",
+            "2023-11-16 18:15:46,44,374",
+            "2023-11-16 18:15:47,109,1396",
+        ],
+        [
+            '"Id","generated_tokens","timestamp","Model","context_tokens"',
+            '"a","44","2023-11-16 18:15:46","m","374"',
+            '"b","109","2023-11-16 18:15:47","m","1396"',
+        ],
+        ["TIMESTAMP;ContextTokens;GeneratedTokens", "10;374;44", "11;1396;109"],
+        ["TIMESTAMP\tContextTokens\tGeneratedTokens", "10\t374\t44", "11\t1396\t109"],
+    ):
+        rows = parse_azure_trace(lines)
+        assert [(r.at, r.context_tokens, r.generated_tokens) for r in rows] == expected, lines
+
+
+def test_an_azure_header_without_a_column_names_what_is_missing() -> None:
     with pytest.raises(ValueError) as refused:
-        parse_azure_trace(lines)
+        parse_azure_trace(["TIMESTAMP,Tokens,GeneratedTokens", "1,2,3"])
     assert str(refused.value) == (
-        "line 1: header: expected TIMESTAMP,ContextTokens,GeneratedTokens, "
-        "got 'TIMESTAMP,GeneratedTokens,ContextTokens'"
+        "line 1: header: no column ContextTokens in 'TIMESTAMP,Tokens,GeneratedTokens' "
+        "(expected TIMESTAMP, ContextTokens, GeneratedTokens, in any order)"
     )
 
 
@@ -269,7 +289,10 @@ def test_an_azure_header_with_other_columns_is_refused() -> None:
             "line 3: ContextTokens: 'abc' is not a whole number",
         ),
         (["2023-11-16 18:15:46,374,4.5"], "line 2: GeneratedTokens: '4.5' is not a whole number"),
-        (["1.0,374,44", "2.0"], "line 3: expected 3 columns (" + HEADER + "), got 1"),
+        (
+            ["1.0,374,44", "2.0"],
+            "line 3: expected 3 columns (GeneratedTokens is column 3 of the header), got 1",
+        ),
         (["time,374,44"], "line 2: TIMESTAMP: 'time' is neither a date-time nor seconds"),
         (["nan,374,44"], "line 2: TIMESTAMP: 'nan' is neither a date-time nor seconds"),
         (["1.0,374,44", "", "", "2.0,-3,44"], "line 5: ContextTokens: -3 is negative"),
@@ -277,6 +300,12 @@ def test_an_azure_header_with_other_columns_is_refused() -> None:
         (
             ["2023-11-16 18:15:46,374,44", "12.5,374,44"],
             "line 3: TIMESTAMP: seconds where line 2 has a date-time; use one kind for every row",
+        ),
+        (
+            # Read as UTC, the row without an offset would land 8 hours from the others.
+            ["2024-05-10 00:00:00-08:00,1,1", "2024-05-10 00:00:01,1,1"],
+            "line 3: TIMESTAMP: no UTC offset where line 2 has one; give every row an offset "
+            "or none",
         ),
     ],
 )

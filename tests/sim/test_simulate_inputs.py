@@ -198,3 +198,71 @@ def test_a_mooncake_trace_on_epoch_milliseconds_starts_at_its_earliest_row_on_bo
     ]
     # A byte-order mark ahead of the first line is no content.
     assert len(parse_trace(["\ufeff" + lines[0]])) == 1
+
+
+@pytest.mark.parametrize("service", [SLEEPER, LLAMA])
+def test_a_trace_saved_as_utf16_reads_as_its_utf8_copy_and_a_plot_folder_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], service: Path
+) -> None:
+    # A spreadsheet's "Unicode text" is UTF-16 with a byte-order mark.
+    utf8 = _trace(tmp_path)
+    utf16 = tmp_path / "t16.csv"
+    utf16.write_text(utf8.read_text(), encoding="utf-16")
+    code8, out8, _ = simulate(capsys, service, utf8, "--warmup", "0")
+    code16, out16, err = simulate(capsys, service, utf16, "--warmup", "0")
+    assert code8 == code16 == 0, err
+
+    def figures(out: str) -> list[str]:  # every line but the wall-clock times
+        return [line for line in out.replace("t16", "t").splitlines() if "simulated in" not in line]
+
+    assert figures(out16) == figures(out8)
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(utf8.read_bytes().replace(b"100,10", "100,10\u00e9".encode("latin-1"), 1))
+    code, _, err = simulate(capsys, service, latin)
+    assert code == 1 and "not UTF-8 text" in err and "save the trace as UTF-8" in err, err
+    code, _, err = simulate(capsys, service, utf8, "--plot", str(tmp_path))
+    assert code == 1 and f"--plot {tmp_path}: a folder" in err, err
+
+
+@pytest.mark.parametrize("service", [SLEEPER, LLAMA])
+def test_a_quiet_spell_over_most_of_the_trace_is_pointed_out_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], service: Path
+) -> None:
+    trace = tmp_path / "day.csv"
+    rows = [f"2024-05-10 00:00:{k:02d},100,10" for k in range(40)]
+    rows[7] = "2024-05-09 23:00:07,100,10"  # one row an hour early: a mistyped hour
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "\n".join(rows) + "\n")
+    code, out, _ = simulate(capsys, service, trace, "--warmup", "0")
+    assert code == 0
+    assert out.startswith(
+        "note: no request arrives for 3593s, from 0s into the trace (99% of its 3632s)"
+    ), out
+    code, out, _ = simulate(capsys, service, _trace(tmp_path), "--warmup", "0")
+    assert code == 0 and "note:" not in out
+
+
+def test_a_file_without_a_service_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _trace(tmp_path)
+    code = main(["simulate", "-f", str(trace), "--trace", str(trace)])
+    assert code == 1 and f"{trace}: no InferenceService found" in capsys.readouterr().err
+
+
+def test_a_request_level_service_is_simulated_on_the_classes_placement_uses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # fp8 needs compute capability 8.9: placement skips the A100 slice, and so does the
+    # simulation; with no class left it stops naming why.
+    fp8 = tmp_path / "fp8.yaml"
+    fp8.write_text(SLEEPER.read_text().replace("precision: fp16", "precision: fp8"))
+    code, out, err = simulate(capsys, fp8, _trace(tmp_path), "--warmup", "0")
+    assert code == 0, err
+    assert "class h100:" in out and "class l4:" in out and "class a100-3g40gb:" not in out
+    assert "placement skips: precision fp8 needs a newer GPU than AcceleratorClass " in out
+    only_a100 = tmp_path / "a100.yaml"
+    only_a100.write_text(
+        fp8.read_text().replace("classes: [h100, a100-3g40gb, l4]", "classes: [a100-3g40gb]")
+    )
+    code, _, err = simulate(capsys, only_a100, _trace(tmp_path))
+    assert code == 1 and "accelerators.classes: no class can run the service (" in err, err

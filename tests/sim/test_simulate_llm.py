@@ -62,7 +62,7 @@ def test_azure_slice_on_the_vllm_example_prints_the_prediction_and_plots(
     assert code == 0, err
     # The engine of the first class the service names, from its datasheet.
     assert "engine: derived for class h100 from the NVIDIA-H100-80GB-HBM3 datasheet" in out
-    assert "trace: azure.csv (azure-conv x4): 300 requests" in out
+    assert "trace: azure.csv (azure x4): 300 requests" in out  # named by its file
     assert "objectives: TTFT 800ms, TPOT 60ms, met by 95%" in out
     assert f"policy {policy}, routing random" in out
     _check_prediction(out, gpus_per_pod=1)
@@ -146,7 +146,7 @@ def test_an_llm_policy_on_a_request_level_service_is_refused(
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("TIMESTAMP,Tokens\n", "line 1: header: expected TIMESTAMP,ContextTokens,GeneratedTokens"),
+        ("TIMESTAMP,Tokens\n", "line 1: header: no column ContextTokens or GeneratedTokens"),
         ('{"timestamp": 0, "input_length": 10}\n', "missing field 'output_length'"),
         ("TIMESTAMP,ContextTokens,GeneratedTokens\n", "no requests"),
         (
@@ -305,3 +305,36 @@ def test_compare_classes_needs_every_class_and_an_llm_service(
     service = ROOT / "examples" / "sleeper-interactive.yaml"
     code, _, err = simulate(capsys, service, trace, "--compare-classes")
     assert code == 1 and "--compare-classes: LLM services only" in err, err
+
+
+def test_the_run_is_on_the_class_placement_uses_and_a_class_that_cannot_hold_the_model_stops_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _slice(AZURE, 40, tmp_path / "azure.csv")
+    # The 10-GiB slice first: placement skips it (memoryGiB is too small for 15 GiB of
+    # weights), so the service runs on the H100, as the operator would place it.
+    service = tmp_path / "slice-first.yaml"
+    service.write_text(
+        EXAMPLE.read_text().replace(
+            "classes: [h100, a100-3g40gb, l4]", "classes: [a100-1g10gb, h100]"
+        )
+    )
+    code, out, err = simulate(capsys, service, trace)
+    assert code == 0, err
+    assert out.startswith("placement skips: AcceleratorClass 'a100-1g10gb' is too small"), out
+    assert "class h100: NVIDIA-H100-80GB-HBM3" in out and f"at {H100_PER_HOUR}/h" in out
+    # A 70B model on an L4 whose class states no memoryGiB: placement would put it there,
+    # and it would not load. No figure is made up for it.
+    big = tmp_path / "big.yaml"
+    big.write_text(
+        EXAMPLE.read_text()
+        .replace("parameters: 8B", "parameters: 70B")
+        .replace("classes: [h100, a100-3g40gb, l4]", "classes: [bare-l4, h100]")
+        + "---\napiVersion: gpuserve.io/v1alpha1\nkind: AcceleratorClass\n"
+        "metadata: {name: bare-l4}\nspec: {gpuProduct: NVIDIA-L4, costPerHour: 0.8}\n"
+    )
+    code, out, err = simulate(capsys, big, trace)
+    assert code == 1 and "attainment" not in out
+    assert "class bare-l4, where placement puts it, cannot hold the model (does not fit" in err
+    code, out, err = simulate(capsys, big, trace, "--compare-classes")
+    assert code == 0 and "bare-l4: not simulated, does not fit" in out, err

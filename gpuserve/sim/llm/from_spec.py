@@ -2,8 +2,9 @@
 spec, the engine of one of its classes, and one policy of the lineup run on a token trace
 (what `gpuserve simulate` does for vLLM and TensorRT-LLM services).
 
-By default the service is simulated on its most preferred class: that is the class the LLM
-rule sizes replicas for, and the class a service lands on while the cluster has room.
+By default the service is simulated on the first class its placement can use (its most
+preferred one, unless that one is too small for the model or lacks a precision): the
+class a service lands on while the cluster has room.
 `--compare-classes` simulates each class it names alone, one after the other.
 """
 
@@ -19,7 +20,7 @@ from gpuserve.llm.deciding import LLMPolicy, replicas_for
 from gpuserve.llm.from_spec import llm_policy_from_spec
 from gpuserve.llm.gpus import ACTIVATION_BYTES, datasheet_for
 from gpuserve.llm.params import EngineParams
-from gpuserve.sim.from_spec import require_classes
+from gpuserve.sim.from_spec import placement_order, require_classes
 from gpuserve.sim.llm.cluster import (
     ClusterConfig,
     ClusterRun,
@@ -31,6 +32,8 @@ from gpuserve.sim.llm.lineup import LLMPolicyName, contender, trace_shape
 from gpuserve.sim.llm.oracle import plan_oracle, sizes_alone
 from gpuserve.sim.llm.scalers import Static
 from gpuserve.sim.llm.traces import TokenTrace
+
+NO_DATASHEET = "no datasheet for"
 
 
 def is_llm(spec: InferenceServiceSpec) -> bool:
@@ -48,6 +51,11 @@ class LLMSetup:
     engine_source: str  # where the engine parameters came from, for the user
     # Why the class has no engine of its own (the defaults stand in); None when it has.
     no_engine: str | None = None
+    # Whether the model fits the class's GPUs: False where the engine's memory rule (or
+    # placement's) refuses it; True where it fits or no datasheet tells.
+    fits: bool = True
+    # The classes placement skips before it, each with the reason (placement's words).
+    skipped: tuple[str, ...] = ()
 
     @property
     def params(self) -> EngineParams:
@@ -63,7 +71,7 @@ def llm_setup(
     classes: Mapping[str, AcceleratorClassSpec],
     class_name: str | None = None,
 ) -> LLMSetup:
-    """The service on ``class_name`` (default: its most preferred class). Raises
+    """The service on ``class_name`` (default: the class placement puts it on). Raises
     ValueError naming the field when the service cannot be simulated."""
     require_classes(spec, classes)
     if spec.llm is None:
@@ -74,7 +82,7 @@ def llm_setup(
             "slo.ttft, slo.tpot: an LLM service is simulated on its token objectives; "
             "set at least one"
         )
-    name = spec.accelerators.classes[0] if class_name is None else class_name
+    name, skipped = _placed_on(spec, classes) if class_name is None else (class_name, ())
     if name not in spec.accelerators.classes:
         raise ValueError(f"accelerators.classes: {name!r} is not one of the service's classes")
     accelerator = classes[name]
@@ -88,7 +96,19 @@ def llm_setup(
         spec.accelerators.gpus_per_pod,
         source,
         missing,
+        fits=missing is None or missing.startswith(NO_DATASHEET),
+        skipped=skipped,
     )
+
+
+def _placed_on(
+    spec: InferenceServiceSpec, classes: Mapping[str, AcceleratorClassSpec]
+) -> tuple[str, tuple[str, ...]]:
+    """The class the operator places the service on while the cluster has room: the
+    first its placement can use (``placement_order``), and what it skips before that one."""
+    order, issues = placement_order(spec, classes)
+    before = spec.accelerators.classes[: spec.accelerators.classes.index(order[0])]
+    return order[0], tuple(i.message for i in issues if i.class_name in before)
 
 
 def no_engine_reason(
@@ -103,7 +123,7 @@ def no_engine_reason(
         return None
     sheet = datasheet_for(accelerator.gpu_product)
     if sheet is None:
-        return f"no datasheet for {accelerator.gpu_product}"
+        return f"{NO_DATASHEET} {accelerator.gpu_product}"
     memory_gib = (
         accelerator.memory_gib
         if accelerator.memory_gib is not None

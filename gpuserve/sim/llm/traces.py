@@ -48,10 +48,13 @@ class TokenTrace:
         return replace(self, requests=before + shifted)
 
 
-def azure_conversation(lines: Iterable[str], *, compress: float = 1.0) -> TokenTrace:
-    """``TIMESTAMP,ContextTokens,GeneratedTokens`` rows under that header, TIMESTAMP a
-    date-time or a number of seconds (``gpuserve.sim.trace_rows.read_azure_rows``; its
-    errors name the line and column). Every request has a prompt and yields a token."""
+def azure_conversation(
+    lines: Iterable[str], *, compress: float = 1.0, name: str = "azure-conv"
+) -> TokenTrace:
+    """Rows under a header naming TIMESTAMP, ContextTokens and GeneratedTokens (in any
+    order), TIMESTAMP a date-time or a number of seconds
+    (``gpuserve.sim.trace_rows.read_azure_rows``; its errors name the line and column).
+    Every request has a prompt and yields a token."""
     # Sorted as tuples: requests at the same instant in token order, as this parser always
     # gave them (random routing draws follow the order, so the benches' figures do too).
     parsed = sorted(
@@ -59,7 +62,7 @@ def azure_conversation(lines: Iterable[str], *, compress: float = 1.0) -> TokenT
         for row in read_azure_rows(lines)
     )
     return TokenTrace(
-        f"azure-conv x{compress:g}",
+        f"{name} x{compress:g}",
         tuple(TokenRequest(t, max(1, p), o) for t, p, o in parsed),
     )
 

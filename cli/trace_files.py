@@ -1,0 +1,46 @@
+"""Reading a trace file for `gpuserve simulate` and the benches: its text, whatever
+encoding a spreadsheet saved it in, and a note on a quiet spell that spans most of it."""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Sequence
+from itertools import pairwise
+from pathlib import Path
+
+# A quiet spell longer than this share of the trace's span is worth a word: one mistyped
+# date makes a trace of minutes last a day (and its simulation take that long).
+QUIET_SHARE = 0.5
+
+
+def trace_lines(path: Path) -> list[str]:
+    """The file's lines: UTF-8 (with or without a byte-order mark), or UTF-16 where a
+    byte-order mark says so (a spreadsheet's "Unicode text"). Raises OSError as reading
+    does, and ValueError saying how to fix text in another encoding."""
+    data = path.read_bytes()
+    encoding = (
+        "utf-16" if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else "utf-8-sig"
+    )
+    try:
+        return data.decode(encoding).splitlines()
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"not {encoding.upper().removesuffix('-SIG')} text (byte {exc.start} is "
+            f"{data[exc.start : exc.start + 1]!r}): save the trace as UTF-8"
+        ) from None
+
+
+def quiet_note(arrivals: Sequence[float]) -> str | None:
+    """A warning when no request arrives for more than half the trace's span (sorted
+    arrival times in seconds), saying where; None otherwise."""
+    if len(arrivals) < 2 or arrivals[-1] <= arrivals[0]:
+        return None
+    span = arrivals[-1] - arrivals[0]
+    gap, start = max((b - a, a) for a, b in pairwise(arrivals))
+    if gap <= QUIET_SHARE * span:
+        return None
+    return (
+        f"note: no request arrives for {gap:.0f}s, from {start - arrivals[0]:.0f}s into the "
+        f"trace ({gap / span:.0%} of its {span:.0f}s): a mistyped timestamp stretches a "
+        "trace that way; check the rows around it"
+    )
