@@ -27,10 +27,11 @@ here for LLM formats. Per evaluation:
    objectives' quantile) are held. Bursts shorter than a start-up cannot be chased.
 5. Growth is immediate; shrinking follows the largest need over ``scale_down_window_s``
    that the stable rate or the burst memory backs (not the lookahead on a rise, the 15-s
-   rate or the backlog), never above the replicas committed, kept in the policy memory
-   as the operator keeps it in status (the current size counts until a whole window has
-   been seen); over one start-up only where the minutes' levels fall and their line
-   accounts for every record held (``gpuserve.autoscaling.trend.hold_window``).
+   rate or the backlog), and only where the demand is below the replicas kept by more
+   than twice the stable rate's noise; never above the replicas committed, kept in the
+   policy memory as the operator keeps it in status (the current size counts until a
+   whole window has been seen); over one start-up only where the minutes' levels fall and
+   their line accounts for every record held (``gpuserve.autoscaling.trend.hold_window``).
 """
 
 from __future__ import annotations
@@ -254,6 +255,18 @@ def decide_llm(
     # Holding a scale-down never grows: a record above the replicas committed was a need
     # they could not all be placed for, and the evidence now asks for fewer.
     target = need if need >= committed else min(committed, max(remembered))
+    if need < committed:
+        # A cut needs demand below the replicas it keeps by more than the stable rate's
+        # noise: a need that crosses a whole replica and back with that noise alone
+        # started a replica and cancelled it at the next evaluation, over and over.
+        band = SURGE_Z * math.sqrt(dispersion * stable_rate / max(stable.window_s, 1e-9))
+        within = min(committed, replicas_for(demand + backlog + band, per_replica))
+        if within > target:
+            target = within
+            reason += (
+                f"; scale-down held at {within}: demand within its noise ({band:.2f} req/s) "
+                f"of what {within} replicas serve"
+            )
     signals["need"] = float(need)
     memory = replace(
         memory,

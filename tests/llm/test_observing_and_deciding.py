@@ -330,6 +330,35 @@ def test_a_short_rise_within_the_burst_test_buys_replicas_only_while_it_lasts() 
     assert after.desired_replicas == 2 and after.signals["burstHeadroom"] == 0.0
 
 
+def test_a_need_that_crosses_a_replica_within_its_noise_does_not_cancel_the_replica() -> None:
+    """Demand a hair under two replicas' worth and a backlog start a third replica; 5 s
+    later the backlog is gone. The third is kept while the stable rate is within its noise
+    of two replicas' worth (without that, the documented example started and cancelled a
+    replica every 5 s), and cut once the rate is below it beyond that noise."""
+    per_replica = replica_capacity(POLICY.params, SHAPE, OBJECTIVES).rate * POLICY.utilization
+    noise = math.sqrt(2.0 * per_replica / 60.0)
+    for rate, kept in ((2.0 * per_replica - noise, 3), (2.0 * per_replica - 3 * noise, 2)):
+        backlog = _seen(0.0, rate, waiting=2.0 + 10.0 * 0.2 * per_replica)  # 0.2 a replica
+        started = decide_llm(
+            policy=POLICY,
+            stable=_seen(0.0, rate),
+            recent=backlog,
+            pools=_pools(2),
+            now=0.0,
+            memory=PolicyMemory(since=-1000.0),
+        )
+        assert started.desired_replicas == 3
+        after = decide_llm(
+            policy=POLICY,
+            stable=_seen(5.0, rate),
+            recent=_seen(5.0, rate),
+            pools=_pools(2, starting=1),
+            now=5.0,
+            memory=started.memory,
+        )
+        assert after.signals["need"] == 2 and after.desired_replicas == kept, rate
+
+
 def test_a_rise_within_the_measured_noise_of_clumped_arrivals_is_not_chased() -> None:
     """The 3-sigma rise the test above chases on Poisson traffic is within 2 sigma of
     arrivals measured four times as variable (ten whole minutes of records): the stable
