@@ -47,21 +47,29 @@ def run_llm(
 ) -> int:
     name = service.metadata.name
     policy_name = _policy_name(args.policy, service)
+    # --compare-classes takes every class the service names, whichever placement uses; the
+    # spec is checked on the first of them before the trace is read.
+    first = service.spec.accelerators.classes[0] if args.compare_classes else None
     try:
-        setup = llm_setup(service.spec, classes)
+        setup = llm_setup(service.spec, classes, first)
     except ValueError as exc:
         raise SimulateError(f"InferenceService {name}: {exc}") from exc
     trace = load_token_trace(args.trace, compress=args.compress)
     if args.compare_classes:
         return _compare_classes(args, service, classes, policy_name, trace)
     if not setup.fits:
-        # Placement would put the pods there (the class states no memoryGiB for it to
-        # check) and they would not load: a figure for it would be made up.
+        # Placement would put the pods there and they would not load: a figure for it
+        # would be made up.
+        fix = (
+            "state the class's memoryGiB so placement skips it, or put a larger class first"
+            if setup.accelerator.memory_gib is None
+            else "its memoryGiB passes placement's check, which leaves out the engine's "
+            "activations: put a larger class first"
+        )
         raise SimulateError(
             f"InferenceService {name}: class {setup.class_name}, where placement puts it, "
-            f"cannot hold the model ({setup.no_engine}); state the class's memoryGiB so "
-            "placement skips it, or put a larger class first (--compare-classes simulates "
-            "each class that fits)"
+            f"cannot hold the model ({setup.no_engine}); {fix} (--compare-classes lists "
+            "each class with what it can do)"
         )
     sim = _simulate_setup(args, setup, policy_name, trace)
     print(_inputs(setup, sim.params, args.trace, sim.served, sim.refused))
@@ -153,9 +161,11 @@ def _compare_classes(
             setup = llm_setup(service.spec, classes, class_name)
         except ValueError as exc:
             raise SimulateError(f"InferenceService {name}: {exc}") from exc
-        # Without an engine of its own a class would be priced as the defaults' H100: a
-        # comparison on that would be made up, so the class is listed, not simulated.
-        sim = None if setup.no_engine else _simulate_setup(args, setup, policy_name, trace)
+        # Without an engine of its own a class would be priced as the defaults' H100, and
+        # one placement skips would never run the service: a comparison on either would be
+        # made up, so the class is listed, not simulated.
+        unused = setup.no_engine or setup.refused_by_placement
+        sim = None if unused else _simulate_setup(args, setup, policy_name, trace)
         rows.append((setup, sim))
     print(_comparison(name, policy_name, args, trace, rows))
     if args.plot:
@@ -211,7 +221,8 @@ def _comparison(
         )
         if sim is None:
             table.append((setup.class_name, gpu, *("-" for _ in header[2:])))
-            notes.append(f"  {setup.class_name}: not simulated, {setup.no_engine}")
+            why = setup.no_engine or setup.refused_by_placement
+            notes.append(f"  {setup.class_name}: not simulated, {why}")
             continue
         p, run = sim.params, sim.run
         # Batch 1 at a 1024-token context: the figure docs/llm.md compares with vLLM's.
@@ -286,7 +297,7 @@ def load_token_trace(path: Path, *, compress: float) -> TokenTrace:
         raise SimulateError(f"{path} ({kind}): {exc}") from exc
     if not trace.requests:
         raise SimulateError(f"{path}: no requests")
-    if note := quiet_note([r.arrival_s for r in trace.requests]):
+    if note := quiet_note([r.arrival_s * compress for r in trace.requests]):
         print(note)
     return trace
 

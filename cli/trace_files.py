@@ -14,13 +14,22 @@ QUIET_SHARE = 0.5
 
 
 def trace_lines(path: Path) -> list[str]:
-    """The file's lines: UTF-8 (with or without a byte-order mark), or UTF-16 where a
-    byte-order mark says so (a spreadsheet's "Unicode text"). Raises OSError as reading
-    does, and ValueError saying how to fix text in another encoding."""
+    """The file's lines: UTF-8 (with or without a byte-order mark), or UTF-16 or UTF-32
+    where a byte-order mark says so (a spreadsheet's "Unicode text"). Raises OSError as
+    reading does, and ValueError saying how to fix text in another encoding."""
     data = path.read_bytes()
-    encoding = (
-        "utf-16" if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else "utf-8-sig"
-    )
+    # UTF-32's little-endian mark begins with UTF-16's: it is looked for first.
+    if data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        encoding = "utf-32"
+    elif data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        encoding = "utf-16"
+    else:
+        encoding = "utf-8-sig"
+    if encoding == "utf-8-sig" and b"\x00" in data[:4096]:
+        raise ValueError(
+            "holds NUL bytes, as UTF-16 or UTF-32 text without a byte-order mark does: save "
+            "the trace as UTF-8"
+        )
     try:
         return data.decode(encoding).splitlines()
     except UnicodeDecodeError as exc:
@@ -30,9 +39,11 @@ def trace_lines(path: Path) -> list[str]:
         ) from None
 
 
-def quiet_note(arrivals: Sequence[float]) -> str | None:
-    """A warning when no request arrives for more than half the trace's span (sorted
-    arrival times in seconds), saying where; None otherwise."""
+def quiet_note(times: Sequence[float]) -> str | None:
+    """A warning when no request arrives for more than half the trace's span (arrival
+    times in the trace's own seconds, before any compression), saying where; None
+    otherwise."""
+    arrivals = sorted(times)
     if len(arrivals) < 2 or arrivals[-1] <= arrivals[0]:
         return None
     span = arrivals[-1] - arrivals[0]

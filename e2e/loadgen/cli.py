@@ -28,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--trace",
         type=Path,
-        help="Azure-format CSV (TIMESTAMP,ContextTokens,GeneratedTokens); selects trace replay",
+        help="Azure-format CSV (a header naming TIMESTAMP, ContextTokens and GeneratedTokens); "
+        "selects trace replay",
     )
     parser.add_argument(
         "--compress",

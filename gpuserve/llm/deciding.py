@@ -260,12 +260,15 @@ def decide_llm(
         # noise: a need that crosses a whole replica and back with that noise alone
         # started a replica and cancelled it at the next evaluation, over and over.
         band = SURGE_Z * math.sqrt(dispersion * stable_rate / max(stable.window_s, 1e-9))
+        signals["scaleDownBand"] = band
         within = min(committed, replicas_for(demand + backlog + band, per_replica))
         if within > target:
             target = within
+            fewer = within - 1
             reason += (
-                f"; scale-down held at {within}: demand within its noise ({band:.2f} req/s) "
-                f"of what {within} replicas serve"
+                f"; scale-down held at {within}: {demand + backlog:.2f} req/s is within its "
+                f"noise ({band:.2f} req/s) of the {fewer * per_replica:.2f} req/s {fewer} "
+                f"replica{'s' if fewer != 1 else ''} serve"
             )
     signals["need"] = float(need)
     memory = replace(

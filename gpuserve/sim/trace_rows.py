@@ -79,8 +79,12 @@ class _Layout:
     columns: tuple[int, int, int]  # where TIMESTAMP, ContextTokens, GeneratedTokens are
 
 
-def _cells(text: str, delimiter: str) -> list[str]:
-    return [cell.strip() for cell in next(csv.reader([text], delimiter=delimiter))]
+def _cells(number: int, text: str, delimiter: str) -> list[str]:
+    try:
+        row = next(csv.reader([text], delimiter=delimiter, skipinitialspace=True))
+    except csv.Error as exc:  # e.g. a cell past the csv module's field size limit
+        raise ValueError(f"line {number}: {exc}") from None
+    return [cell.strip() for cell in row]
 
 
 def _column_key(name: str) -> str:
@@ -89,21 +93,34 @@ def _column_key(name: str) -> str:
 
 def _layout(number: int, text: str) -> _Layout:
     """Where the three columns are, by their names in the header (a spreadsheet's export
-    may reorder, add or quote columns)."""
-    delimiter = next((d for d in (",", "\t", ";") if d in text), ",")
-    keys = [_column_key(cell) for cell in _cells(text, delimiter)]
-    missing = [name for name in AZURE_COLUMNS if _column_key(name) not in keys]
-    if missing:
+    may reorder, add or quote columns), and the separator under which all three are found
+    (another separator may sit inside a quoted name)."""
+    wanted = [_column_key(name) for name in AZURE_COLUMNS]
+    layouts: list[_Layout] = []
+    missing: list[str] = []
+    for delimiter in (",", "\t", ";"):
+        keys = [_column_key(cell) for cell in _cells(number, text, delimiter)]
+        absent = [name for name, key in zip(AZURE_COLUMNS, wanted, strict=True) if key not in keys]
+        if absent:
+            missing = missing or absent
+            continue
+        twice = [
+            name for name, key in zip(AZURE_COLUMNS, wanted, strict=True) if keys.count(key) > 1
+        ]
+        if twice:
+            raise ValueError(f"line {number}: header: column {' and '.join(twice)} given twice")
+        found = tuple(keys.index(key) for key in wanted)
+        layouts.append(_Layout(delimiter, (found[0], found[1], found[2])))
+    if not layouts:
         raise ValueError(
             f"line {number}: header: no column {' or '.join(missing)} in {text!r} "
             f"(expected {', '.join(AZURE_COLUMNS)}, in any order)"
         )
-    found = tuple(keys.index(_column_key(name)) for name in AZURE_COLUMNS)
-    return _Layout(delimiter, (found[0], found[1], found[2]))
+    return layouts[0]
 
 
 def _azure_row(number: int, text: str, layout: _Layout) -> _Stamped:
-    cells = _cells(text, layout.delimiter)
+    cells = _cells(number, text, layout.delimiter)
     last = max(layout.columns)
     if len(cells) <= last:
         raise ValueError(

@@ -357,6 +357,9 @@ def test_a_need_that_crosses_a_replica_within_its_noise_does_not_cancel_the_repl
             memory=started.memory,
         )
         assert after.signals["need"] == 2 and after.desired_replicas == kept, rate
+        assert after.signals["scaleDownBand"] == pytest.approx(2.0 * math.sqrt(rate / 60.0))
+        held = f"scale-down held at 3: {rate:.2f} req/s is within its noise"
+        assert (held in after.reason) == (kept == 3), after.reason
 
 
 def test_a_rise_within_the_measured_noise_of_clumped_arrivals_is_not_chased() -> None:

@@ -377,3 +377,37 @@ def test_burst_memory_keeps_headroom_for_the_next_burst() -> None:
     remembered, _ = run(1800.0)
     forgotten, _ = run(0.0)
     assert remembered > 0.99 > forgotten
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        # A comma inside a quoted name: the separator is the one all three names are under.
+        (['TIMESTAMP;ContextTokens;GeneratedTokens;"Model, v"', "1;374;44;x"], (374, 44)),
+        # A space after each separator, quoted cells.
+        (['"TIMESTAMP", "ContextTokens", "GeneratedTokens"', '1, "374", 44'], (374, 44)),
+    ],
+)
+def test_the_separator_is_the_one_the_names_are_found_under(
+    lines: list[str], expected: tuple[int, int]
+) -> None:
+    (row,) = parse_azure_trace(lines)
+    assert (row.context_tokens, row.generated_tokens) == expected
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (
+            [HEADER + ",context_tokens", "1,2,3,4"],
+            "line 1: header: column ContextTokens given twice",
+        ),
+        ([HEADER, "1," + "9" * 200_000 + ",3"], "line 2: field larger than field limit"),
+    ],
+)
+def test_a_header_naming_a_column_twice_or_an_oversized_cell_is_refused(
+    lines: list[str], message: str
+) -> None:
+    with pytest.raises(ValueError) as refused:
+        parse_azure_trace(lines)
+    assert str(refused.value).startswith(message)

@@ -13,6 +13,7 @@ import yaml
 from simulate_helpers import simulate
 
 from cli.main import main
+from cli.trace_files import quiet_note, trace_lines
 from gpuserve.api.models import parse_inference_service
 from gpuserve.autoscaling.from_spec import DEFAULT_TIME_PER_BATCH_S, service_profile
 from gpuserve.sim.llm.traces import mooncake
@@ -266,3 +267,24 @@ def test_a_request_level_service_is_simulated_on_the_classes_placement_uses(
     )
     code, _, err = simulate(capsys, only_a100, _trace(tmp_path))
     assert code == 1 and "accelerators.classes: no class can run the service (" in err, err
+
+
+def test_trace_text_in_other_encodings_is_read_or_refused_saying_how_to_fix_it(
+    tmp_path: Path,
+) -> None:
+    text = "TIMESTAMP,ContextTokens,GeneratedTokens\n0,100,10\n1,100,10\n"
+    for encoding in ("utf-8", "utf-8-sig", "utf-16", "utf-32"):  # the last three with a mark
+        path = tmp_path / f"{encoding}.csv"
+        path.write_text(text, encoding=encoding)
+        assert trace_lines(path) == text.splitlines(), encoding
+    bare = tmp_path / "utf-16-le.csv"  # UTF-16 without a byte-order mark: NUL bytes
+    bare.write_bytes(text.encode("utf-16-le"))
+    with pytest.raises(ValueError, match=r"NUL bytes.*save the trace as UTF-8"):
+        trace_lines(bare)
+
+
+def test_a_quiet_spell_is_found_in_arrivals_in_any_order() -> None:
+    assert quiet_note([0.0, 1.0, 2.0, 100.0]) is not None
+    assert quiet_note([100.0, 0.0, 2.0, 1.0]) == quiet_note([0.0, 1.0, 2.0, 100.0])
+    assert quiet_note([0.0, 40.0, 60.0, 100.0]) is None  # 40 % of the span: no note
+    assert quiet_note([5.0]) is None and quiet_note([3.0, 3.0]) is None

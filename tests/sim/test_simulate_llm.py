@@ -338,3 +338,31 @@ def test_the_run_is_on_the_class_placement_uses_and_a_class_that_cannot_hold_the
     assert "class bare-l4, where placement puts it, cannot hold the model (does not fit" in err
     code, out, err = simulate(capsys, big, trace, "--compare-classes")
     assert code == 0 and "bare-l4: not simulated, does not fit" in out, err
+
+
+def test_compare_classes_lists_a_class_placement_skips_unsimulated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An fp8 KV cache needs compute capability 8.9: placement skips the A100 slice, so a
+    # figure for it would describe pods that never run; a spec no class can run is listed
+    # with the reasons, not refused.
+    fp8 = EXAMPLE.read_text().replace(
+        "    prefixCaching: true", "    prefixCaching: true\n    kvCacheDtype: fp8"
+    )
+    service = tmp_path / "fp8.yaml"
+    service.write_text(
+        fp8.replace("classes: [h100, a100-3g40gb, l4]", "classes: [a100-3g40gb, h100]")
+    )
+    trace = _slice(AZURE, 61, tmp_path / "azure.csv")
+    code, out, err = simulate(capsys, service, trace, "--compare-classes")
+    assert code == 0, err
+    rows = _table(out, ("a100-3g40gb", "h100"))
+    assert rows["a100-3g40gb"] == ["-"] * FIGURES and rows["h100"] != ["-"] * FIGURES
+    assert "a100-3g40gb: not simulated, llm.kvCacheDtype fp8 needs a newer GPU" in out, out
+    assert "cheapest meeting both objectives" in out and "h100" in out.splitlines()[-1]
+    only = tmp_path / "only-a100.yaml"
+    only.write_text(fp8.replace("classes: [h100, a100-3g40gb, l4]", "classes: [a100-3g40gb]"))
+    code, out, err = simulate(capsys, only, trace, "--compare-classes")
+    assert code == 0 and "no class was simulated" in out, err
+    code, _, err = simulate(capsys, only, trace)
+    assert code == 1 and "accelerators.classes: no class can run the service" in err

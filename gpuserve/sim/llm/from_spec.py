@@ -20,6 +20,7 @@ from gpuserve.llm.deciding import LLMPolicy, replicas_for
 from gpuserve.llm.from_spec import llm_policy_from_spec
 from gpuserve.llm.gpus import ACTIVATION_BYTES, datasheet_for
 from gpuserve.llm.params import EngineParams
+from gpuserve.placement.planning import usable_classes
 from gpuserve.sim.from_spec import placement_order, require_classes
 from gpuserve.sim.llm.cluster import (
     ClusterConfig,
@@ -32,8 +33,6 @@ from gpuserve.sim.llm.lineup import LLMPolicyName, contender, trace_shape
 from gpuserve.sim.llm.oracle import plan_oracle, sizes_alone
 from gpuserve.sim.llm.scalers import Static
 from gpuserve.sim.llm.traces import TokenTrace
-
-NO_DATASHEET = "no datasheet for"
 
 
 def is_llm(spec: InferenceServiceSpec) -> bool:
@@ -54,8 +53,10 @@ class LLMSetup:
     # Whether the model fits the class's GPUs: False where the engine's memory rule (or
     # placement's) refuses it; True where it fits or no datasheet tells.
     fits: bool = True
-    # The classes placement skips before it, each with the reason (placement's words).
+    # The classes placement skips, each with the reason (placement's words).
     skipped: tuple[str, ...] = ()
+    # Why placement skips this class (a class named by --compare-classes); None if it does not.
+    refused_by_placement: str | None = None
 
     @property
     def params(self) -> EngineParams:
@@ -82,7 +83,10 @@ def llm_setup(
             "slo.ttft, slo.tpot: an LLM service is simulated on its token objectives; "
             "set at least one"
         )
-    name, skipped = _placed_on(spec, classes) if class_name is None else (class_name, ())
+    if class_name is None:
+        name, skipped = _placed_on(spec, classes)
+    else:
+        name, skipped = class_name, ()
     if name not in spec.accelerators.classes:
         raise ValueError(f"accelerators.classes: {name!r} is not one of the service's classes")
     accelerator = classes[name]
@@ -96,8 +100,10 @@ def llm_setup(
         spec.accelerators.gpus_per_pod,
         source,
         missing,
-        fits=missing is None or missing.startswith(NO_DATASHEET),
+        # Without a datasheet nothing tells whether the model fits.
+        fits=missing is None or datasheet_for(accelerator.gpu_product) is None,
         skipped=skipped,
+        refused_by_placement=placement_skips(spec, classes).get(name),
     )
 
 
@@ -105,10 +111,17 @@ def _placed_on(
     spec: InferenceServiceSpec, classes: Mapping[str, AcceleratorClassSpec]
 ) -> tuple[str, tuple[str, ...]]:
     """The class the operator places the service on while the cluster has room: the
-    first its placement can use (``placement_order``), and what it skips before that one."""
+    first its placement can use (``placement_order``), and what placement skips."""
     order, issues = placement_order(spec, classes)
-    before = spec.accelerators.classes[: spec.accelerators.classes.index(order[0])]
-    return order[0], tuple(i.message for i in issues if i.class_name in before)
+    return order[0], tuple(issue.message for issue in issues)
+
+
+def placement_skips(
+    spec: InferenceServiceSpec, classes: Mapping[str, AcceleratorClassSpec]
+) -> dict[str, str]:
+    """The classes the operator's placement skips for the service, each with its reason."""
+    _, issues = usable_classes(spec, classes)
+    return {issue.class_name: issue.message for issue in issues}
 
 
 def no_engine_reason(
@@ -123,7 +136,7 @@ def no_engine_reason(
         return None
     sheet = datasheet_for(accelerator.gpu_product)
     if sheet is None:
-        return f"{NO_DATASHEET} {accelerator.gpu_product}"
+        return f"no datasheet for {accelerator.gpu_product}"
     memory_gib = (
         accelerator.memory_gib
         if accelerator.memory_gib is not None
