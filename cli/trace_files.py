@@ -23,13 +23,13 @@ def trace_lines(path: Path) -> list[str]:
         encoding = "utf-32"
     elif data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         encoding = "utf-16"
-    else:
-        encoding = "utf-8-sig"
-    if encoding == "utf-8-sig" and b"\x00" in data[:4096]:
+    elif b"\x00" in data[:4096]:
         raise ValueError(
             "holds NUL bytes, as UTF-16 or UTF-32 text without a byte-order mark does: save "
             "the trace as UTF-8"
         )
+    else:
+        encoding = "utf-8-sig"
     try:
         return data.decode(encoding).splitlines()
     except UnicodeDecodeError as exc:

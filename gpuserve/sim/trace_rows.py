@@ -96,7 +96,6 @@ def _layout(number: int, text: str) -> _Layout:
     may reorder, add or quote columns), and the separator under which all three are found
     (another separator may sit inside a quoted name)."""
     wanted = [_column_key(name) for name in AZURE_COLUMNS]
-    layouts: list[_Layout] = []
     missing: list[str] = []
     for delimiter in (",", "\t", ";"):
         keys = [_column_key(cell) for cell in _cells(number, text, delimiter)]
@@ -110,13 +109,11 @@ def _layout(number: int, text: str) -> _Layout:
         if twice:
             raise ValueError(f"line {number}: header: column {' and '.join(twice)} given twice")
         found = tuple(keys.index(key) for key in wanted)
-        layouts.append(_Layout(delimiter, (found[0], found[1], found[2])))
-    if not layouts:
-        raise ValueError(
-            f"line {number}: header: no column {' or '.join(missing)} in {text!r} "
-            f"(expected {', '.join(AZURE_COLUMNS)}, in any order)"
-        )
-    return layouts[0]
+        return _Layout(delimiter, (found[0], found[1], found[2]))
+    raise ValueError(
+        f"line {number}: header: no column {' or '.join(missing)} in {text!r} "
+        f"(expected {', '.join(AZURE_COLUMNS)}, in any order)"
+    )
 
 
 def _azure_row(number: int, text: str, layout: _Layout) -> _Stamped:

@@ -83,10 +83,15 @@ def llm_setup(
             "slo.ttft, slo.tpot: an LLM service is simulated on its token objectives; "
             "set at least one"
         )
+    # The class the operator places the service on while the cluster has room is the first
+    # its placement can use; a class named (--compare-classes) is taken as named.
     if class_name is None:
-        name, skipped = _placed_on(spec, classes)
+        order, issues = placement_order(spec, classes)
+        name = order[0]
     else:
-        name, skipped = class_name, ()
+        _, issues = usable_classes(spec, classes)
+        name = class_name
+    refused = {issue.class_name: issue.message for issue in issues}
     if name not in spec.accelerators.classes:
         raise ValueError(f"accelerators.classes: {name!r} is not one of the service's classes")
     accelerator = classes[name]
@@ -102,26 +107,9 @@ def llm_setup(
         missing,
         # Without a datasheet nothing tells whether the model fits.
         fits=missing is None or datasheet_for(accelerator.gpu_product) is None,
-        skipped=skipped,
-        refused_by_placement=placement_skips(spec, classes).get(name),
+        skipped=tuple(refused.values()) if class_name is None else (),
+        refused_by_placement=refused.get(name),
     )
-
-
-def _placed_on(
-    spec: InferenceServiceSpec, classes: Mapping[str, AcceleratorClassSpec]
-) -> tuple[str, tuple[str, ...]]:
-    """The class the operator places the service on while the cluster has room: the
-    first its placement can use (``placement_order``), and what placement skips."""
-    order, issues = placement_order(spec, classes)
-    return order[0], tuple(issue.message for issue in issues)
-
-
-def placement_skips(
-    spec: InferenceServiceSpec, classes: Mapping[str, AcceleratorClassSpec]
-) -> dict[str, str]:
-    """The classes the operator's placement skips for the service, each with its reason."""
-    _, issues = usable_classes(spec, classes)
-    return {issue.class_name: issue.message for issue in issues}
 
 
 def no_engine_reason(
