@@ -38,7 +38,7 @@ from gpuserve.autoscaling.from_spec import (
     policy_config_from_spec,
     stated_service_times,
 )
-from gpuserve.sim.comparing import add_replay_arguments
+from gpuserve.sim.comparing import Setup, add_replay_arguments
 from gpuserve.sim.config import SimConfig
 from gpuserve.sim.from_spec import (
     ServiceTimeModel,
@@ -104,6 +104,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="LLM services: simulate each class the service names alone, and name the "
         "cheapest that meets the objectives",
     )
+    # Unset unless given, so that the LLM path, which has no use for them, can refuse them.
+    p.set_defaults(warmup=None)
     p.add_argument("--name", help="which InferenceService, if the file holds several")
     p.add_argument("--seed", type=int, default=1)
     p.set_defaults(func=run)
@@ -119,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
         args.plot = plot_target(args.plot)
     if is_llm(service.spec):
         return run_llm(args, service, classes)
+    if args.warmup is None:
+        args.warmup = Setup().warmup
     if args.routing != "random":
         raise SimulateError(
             f"--routing {args.routing}: LLM services only (prefix-cache affinity); "

@@ -46,6 +46,7 @@ def run_llm(
     classes: dict[str, AcceleratorClassSpec],
 ) -> int:
     name = service.metadata.name
+    _refuse_request_flags(args, name)
     policy_name = _policy_name(args.policy, service)
     # --compare-classes takes every class the service names, whichever placement uses; the
     # spec is checked on the first of them before the trace is read.
@@ -77,6 +78,25 @@ def run_llm(
     if args.plot:
         _plot(args, name, sim.run, args.plot)
     return 0
+
+
+def _refuse_request_flags(args: argparse.Namespace, name: str) -> None:
+    """Flags of the request-level replay, which a token replay has no use for: taken
+    silently, a user would read a figure as one made with them."""
+    given = []
+    if args.warmup is not None:
+        given.append(
+            "--warmup (a token replay starts with the replicas the trace's first minute "
+            "needs, and measures from its first request)"
+        )
+    if args.tokens_per_item:
+        given.append("--tokens-per-item (a token replay batches tokens, not items)")
+    if given:
+        raise SimulateError(
+            f"InferenceService {name} is an LLM service, replayed token by token: "
+            + "; ".join(given)
+            + " applies to request-level services only"
+        )
 
 
 @dataclass(frozen=True, slots=True)

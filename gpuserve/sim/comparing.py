@@ -53,7 +53,8 @@ def add_replay_arguments(parser: argparse.ArgumentParser, *, compress: float) ->
         "--warmup",
         type=non_negative_number,
         default=Setup().warmup,
-        help="seconds of steady load at the trace's first-minute rate first (not counted)",
+        help="seconds of steady load at the trace's first-minute rate first (not counted; "
+        f"default {Setup().warmup:g})",
     )
 
 

@@ -201,6 +201,11 @@ def test_a_mooncake_trace_on_epoch_milliseconds_starts_at_its_earliest_row_on_bo
     assert len(parse_trace(["\ufeff" + lines[0]])) == 1
 
 
+def _no_warmup(service: Path) -> tuple[str, ...]:
+    """No warm-up for a request-level service; an LLM service's replay has none to skip."""
+    return () if service == LLAMA else ("--warmup", "0")
+
+
 @pytest.mark.parametrize("service", [SLEEPER, LLAMA])
 def test_a_trace_saved_as_utf16_reads_as_its_utf8_copy_and_a_plot_folder_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], service: Path
@@ -209,8 +214,8 @@ def test_a_trace_saved_as_utf16_reads_as_its_utf8_copy_and_a_plot_folder_is_refu
     utf8 = _trace(tmp_path)
     utf16 = tmp_path / "t16.csv"
     utf16.write_text(utf8.read_text(), encoding="utf-16")
-    code8, out8, _ = simulate(capsys, service, utf8, "--warmup", "0")
-    code16, out16, err = simulate(capsys, service, utf16, "--warmup", "0")
+    code8, out8, _ = simulate(capsys, service, utf8, *_no_warmup(service))
+    code16, out16, err = simulate(capsys, service, utf16, *_no_warmup(service))
     assert code8 == code16 == 0, err
 
     def figures(out: str) -> list[str]:  # every line but the wall-clock times
@@ -233,12 +238,12 @@ def test_a_quiet_spell_over_most_of_the_trace_is_pointed_out_before_the_run(
     rows = [f"2024-05-10 00:00:{k:02d},100,10" for k in range(40)]
     rows[7] = "2024-05-09 23:00:07,100,10"  # one row an hour early: a mistyped hour
     trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "\n".join(rows) + "\n")
-    code, out, _ = simulate(capsys, service, trace, "--warmup", "0")
+    code, out, _ = simulate(capsys, service, trace, *_no_warmup(service))
     assert code == 0
     assert out.startswith(
         "note: no request arrives for 3593s, from 0s into the trace (99% of its 3632s)"
     ), out
-    code, out, _ = simulate(capsys, service, _trace(tmp_path), "--warmup", "0")
+    code, out, _ = simulate(capsys, service, _trace(tmp_path), *_no_warmup(service))
     assert code == 0 and "note:" not in out
 
 

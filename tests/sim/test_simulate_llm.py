@@ -144,6 +144,34 @@ def test_an_llm_policy_on_a_request_level_service_is_refused(
 
 
 @pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (("--warmup", "300"), "--warmup"),
+        (("--warmup", "0"), "--warmup"),
+        (("--tokens-per-item", "512"), "--tokens-per-item"),
+    ],
+)
+def test_request_level_flags_on_an_llm_service_are_refused_not_ignored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: tuple[str, str], named: str
+) -> None:
+    trace = _slice(AZURE, 20, tmp_path / "azure.csv")
+    code, out, err = simulate(capsys, EXAMPLE, trace, *flags)
+    assert code == 1, out
+    assert "is an LLM service, replayed token by token" in err and named in err, err
+    assert "applies to request-level services only" in err
+
+
+def test_a_request_level_service_still_takes_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _slice(AZURE, 200, tmp_path / "azure.csv")
+    service = ROOT / "examples" / "sleeper-interactive.yaml"
+    code, out, err = simulate(capsys, service, trace, "--warmup", "0", "--tokens-per-item", "512")
+    assert code == 0, err
+    assert "sleeper-chat: policy gpuserve" in out and "attainment" in out
+
+
+@pytest.mark.parametrize(
     ("content", "message"),
     [
         ("TIMESTAMP,Tokens\n", "line 1: header: no column ContextTokens or GeneratedTokens"),
