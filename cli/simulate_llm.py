@@ -361,9 +361,11 @@ def _objectives_line(o: TokenObjectives) -> str:
 
 
 def _trace_line(path: Path, trace: TokenTrace) -> str:
+    hashed = any(r.block_hashes for r in trace.requests)
     return (
         f"trace: {path.name} ({trace.name}): {len(trace.requests)} requests over "
         f"{trace.duration:.0f}s"
+        + (f", prefix hashes of {trace.block_size}-token blocks" if hashed else "")
     )
 
 

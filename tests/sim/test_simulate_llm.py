@@ -3,6 +3,7 @@ Azure and Mooncake traces, through the token-level cluster simulator."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -90,6 +91,48 @@ def test_mooncake_slice_with_prefix_routing_and_two_gpus_per_replica(
     hours, most, end = _check_prediction(out, gpus_per_pod=2)
     # Static provisioning holds its replicas the whole run.
     assert hours == pytest.approx(most * 2 * end / 3600, rel=0.05, abs=0.002)
+
+
+def _rehashed(source: Path, out: Path, block: int) -> Path:
+    """``source``'s rows with their prompts hashed in ``block``-token blocks: each
+    512-token id becomes 512 / block ids, the prompt's last ones dropped past its length,
+    so prompts share exactly the prefixes they shared."""
+    rows = []
+    for line in source.read_text().splitlines():
+        row = json.loads(line)
+        per = 512 // block
+        finer = [h * per + k for h in row["hash_ids"] for k in range(per)]
+        row["hash_ids"] = finer[: -(-row["input_length"] // block)]
+        rows.append(json.dumps(row))
+    out.write_text("\n".join(rows) + "\n")
+    return out
+
+
+def test_a_trace_hashed_in_other_blocks_is_read_in_its_own_and_a_mismatch_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    service = tmp_path / "llama.yaml"
+    service.write_text(
+        EXAMPLE.read_text().replace("maxContextLength: 8192", "maxContextLength: 131072")
+    )
+    trace = _slice(MOONCAKE, 120, tmp_path / "moon.jsonl")
+    hits: dict[int, float] = {}
+    for block in (512, 16):
+        hashed = _rehashed(trace, tmp_path / f"moon{block}.jsonl", block)
+        code, out, err = simulate(capsys, service, hashed, "--routing", "prefix")
+        assert code == 0, err
+        assert f"prefix hashes of {block}-token blocks" in out
+        assert f"x {block} tokens" in out  # the cache counted in the trace's blocks
+        hits[block] = _number(r"prefix-cache hits ([\d.]+)% of prompt tokens", out)
+    # Read as 512-token blocks, the finer ids would share a 32nd of what they do.
+    assert 0 < hits[512] <= hits[16] < 2 * hits[512], hits
+    rows = trace.read_text().splitlines()
+    third = json.loads(rows[2])
+    third["hash_ids"] = third["hash_ids"] + [1, 2, 3]  # three more ids than its prompt has
+    rows[2] = json.dumps(third)
+    trace.write_text("\n".join(rows) + "\n")
+    code, _, err = simulate(capsys, service, trace)
+    assert code == 1 and "line 3: " in err and "no number of tokens per id fits it" in err, err
 
 
 def test_requests_longer_than_the_context_are_refused_and_count_as_missed(

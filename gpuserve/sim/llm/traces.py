@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from gpuserve.sim.generators import flash_crowd
-from gpuserve.sim.trace_rows import read_azure_rows, read_mooncake_rows
+from gpuserve.sim.trace_rows import MooncakeRow, read_azure_rows, read_mooncake_rows
 from gpuserve.sim.workload import Workload, poisson_workload
 
 
@@ -70,12 +70,44 @@ def azure_conversation(
 MOONCAKE_BLOCK = 512  # tokens per hash id in the Mooncake traces
 
 
+def hash_block_size(rows: Iterable[MooncakeRow]) -> int:
+    """Tokens per hash id: a size every hashed row agrees on (``ceil(input_length / size)``
+    ids), Mooncake's 512 where it is one of them, else the power of two nearest it, else
+    the smallest. A trace hashed in other blocks, read as 512-token ones, would share the
+    wrong prefixes without a word; one no size fits is refused, naming its first line
+    that none fits together with the lines before it."""
+    low, high = 1, None  # the sizes the rows read so far agree on: [low, high]
+    for row in sorted(rows, key=lambda r: r.line):
+        ids = len(row.hash_ids)
+        if not ids:
+            continue
+        tokens = row.input_length or 0
+        # The ids cover the prompt, the last one maybe partly: (ids - 1) * size < tokens
+        # <= ids * size.
+        low = max(low, -(-tokens // ids))
+        if ids > 1:
+            row_high = (tokens - 1) // (ids - 1)
+            high = row_high if high is None else min(high, row_high)
+        if tokens == 0 or (high is not None and low > high):
+            raise ValueError(
+                f"line {row.line}: {ids} hash_ids for input_length {tokens}: no number of "
+                "tokens per id fits it and the lines before it (each id covers one block of "
+                "the prompt, the last maybe partly)"
+            )
+    if high is None or low <= MOONCAKE_BLOCK <= high:
+        return max(low, MOONCAKE_BLOCK) if high is None else MOONCAKE_BLOCK
+    powers = [2**k for k in range(31) if low <= 2**k <= high]
+    return min(powers, key=lambda size: abs(size - MOONCAKE_BLOCK), default=low)
+
+
 def mooncake(
     lines: Iterable[str], *, compress: float = 1.0, name: str = "mooncake-conv"
 ) -> TokenTrace:
     """JSON lines with ``timestamp`` (ms), ``input_length``, ``output_length``, ``hash_ids``
-    (one per 512-token prompt block); both lengths are required here
+    (one per prompt block: 512 tokens in Mooncake's traces, else the size the rows agree
+    on, ``hash_block_size``); both lengths are required here
     (``gpuserve.sim.trace_rows.read_mooncake_rows``; its errors name the line and field)."""
+    rows = read_mooncake_rows(lines)
     requests = [
         TokenRequest(
             row.at_s / compress,
@@ -83,9 +115,9 @@ def mooncake(
             max(1, _required(row.output_length, row.line, "output_length")),
             row.hash_ids,
         )
-        for row in read_mooncake_rows(lines)
+        for row in rows
     ]
-    return TokenTrace(f"{name} x{compress:g}", tuple(requests), MOONCAKE_BLOCK)
+    return TokenTrace(f"{name} x{compress:g}", tuple(requests), hash_block_size(rows))
 
 
 def _required(value: int | None, line: int, field: str) -> int:
