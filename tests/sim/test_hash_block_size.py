@@ -24,7 +24,9 @@ def _rows(*prompts: tuple[int, int]) -> list[MooncakeRow]:
         (((1000, 2), (512, 1), (513, 2)), 512),  # Mooncake's own
         (((40, 3), (17, 2), (16, 1)), 16),  # [14, 16] fit; 16 is a power of two
         (((100, 1), (300, 1)), 512),  # one id each: any size from 300 fits, 512 among them
-        (((900, 1),), 900),  # one id over 512 tokens: the size is at least the prompt
+        (((900, 1),), 512),  # as 900 tokens' one full 512-token block
+        (((2000, 1), (100, 1)), 2000),  # ids covering the whole prompt only: any from 2000
+        (((40, 2), (17, 1), (1615, 100)), 16),  # full blocks only (vLLM's): 16
         (((90, 3), (61, 2)), 32),  # [31, 44] fit: 32 the one power of two
         (((30, 3), (21, 2)), 11),  # [11, 14] fit, no power of two: the smallest
         (((10, 0),), 512),  # no hashes: nothing to agree on

@@ -71,33 +71,56 @@ MOONCAKE_BLOCK = 512  # tokens per hash id in the Mooncake traces
 
 
 def hash_block_size(rows: Iterable[MooncakeRow]) -> int:
-    """Tokens per hash id: a size every hashed row agrees on (``ceil(input_length / size)``
-    ids), Mooncake's 512 where it is one of them, else the power of two nearest it, else
-    the smallest. A trace hashed in other blocks, read as 512-token ones, would share the
-    wrong prefixes without a word; one no size fits is refused, naming its first line
-    that none fits together with the lines before it."""
-    low, high = 1, None  # the sizes the rows read so far agree on: [low, high]
-    for row in sorted(rows, key=lambda r: r.line):
+    """Tokens per hash id: a size every hashed row agrees on, whether its ids cover the
+    whole prompt (Mooncake's: ``ceil(input_length / size)`` ids) or its full blocks only
+    (vLLM's: ``input_length // size``). Mooncake's 512 where it fits, else the power of two
+    nearest it, else the smallest size that fits. A trace hashed in other blocks, read as
+    512-token ones, would share the wrong prefixes without a word; one no size fits is
+    refused, naming the first line that no size fits together with the lines before it."""
+    ordered = sorted(rows, key=lambda r: r.line)
+    agreed = [_sizes_agreed(ordered, whole_prompt=True), _sizes_agreed(ordered, whole_prompt=False)]
+    fitting = [(low, high) for low, high, broken in agreed if broken is None]
+    if not fitting:
+        broken = max(b for _, _, b in agreed if b is not None)
+        row = next(r for r in ordered if r.line == broken)
+        raise ValueError(
+            f"line {broken}: {len(row.hash_ids)} hash_ids for input_length "
+            f"{row.input_length or 0}: no number of tokens per id fits it and the lines "
+            "before it, whether the ids cover the whole prompt (the last block partly) or "
+            "its full blocks only"
+        )
+    for low, high in fitting:
+        if low <= MOONCAKE_BLOCK and (high is None or high >= MOONCAKE_BLOCK):
+            return MOONCAKE_BLOCK
+    low, high = fitting[0]
+    if high is None:  # one id per prompt: any size from the longest prompt on
+        return low
+    powers = [2**k for k in range(31) if low <= 2**k <= high]
+    return min(powers, key=lambda size: abs(size - MOONCAKE_BLOCK), default=low)
+
+
+def _sizes_agreed(
+    rows: Sequence[MooncakeRow], *, whole_prompt: bool
+) -> tuple[int, int | None, int | None]:
+    """The sizes [low, high] (None: unbounded) the hashed rows agree on, and the first line
+    none fits together with those before it (None when every row fits)."""
+    low, high = 1, None
+    for row in rows:
         ids = len(row.hash_ids)
         if not ids:
             continue
         tokens = row.input_length or 0
-        # The ids cover the prompt, the last one maybe partly: (ids - 1) * size < tokens
-        # <= ids * size.
-        low = max(low, -(-tokens // ids))
-        if ids > 1:
-            row_high = (tokens - 1) // (ids - 1)
+        if whole_prompt:  # (ids - 1) * size < tokens <= ids * size
+            row_low = -(-tokens // ids)
+            row_high = (tokens - 1) // (ids - 1) if ids > 1 else None
+        else:  # ids * size <= tokens < (ids + 1) * size
+            row_low, row_high = tokens // (ids + 1) + 1, tokens // ids
+        low = max(low, row_low)
+        if row_high is not None:
             high = row_high if high is None else min(high, row_high)
         if tokens == 0 or (high is not None and low > high):
-            raise ValueError(
-                f"line {row.line}: {ids} hash_ids for input_length {tokens}: no number of "
-                "tokens per id fits it and the lines before it (each id covers one block of "
-                "the prompt, the last maybe partly)"
-            )
-    if high is None or low <= MOONCAKE_BLOCK <= high:
-        return max(low, MOONCAKE_BLOCK) if high is None else MOONCAKE_BLOCK
-    powers = [2**k for k in range(31) if low <= 2**k <= high]
-    return min(powers, key=lambda size: abs(size - MOONCAKE_BLOCK), default=low)
+            return low, high, row.line
+    return low, high, None
 
 
 def mooncake(
