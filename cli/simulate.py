@@ -105,7 +105,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "cheapest that meets the objectives",
     )
     # Unset unless given, so that the LLM path, which has no use for them, can refuse them.
-    p.set_defaults(warmup=None)
+    p.set_defaults(warmup=None, tokens_per_item=None)
     p.add_argument("--name", help="which InferenceService, if the file holds several")
     p.add_argument("--seed", type=int, default=1)
     p.set_defaults(func=run)
@@ -123,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
         return run_llm(args, service, classes)
     if args.warmup is None:
         args.warmup = Setup().warmup
+    if args.tokens_per_item is None:
+        args.tokens_per_item = 0
     if args.routing != "random":
         raise SimulateError(
             f"--routing {args.routing}: LLM services only (prefix-cache affinity); "

@@ -89,7 +89,7 @@ def _refuse_request_flags(args: argparse.Namespace, name: str) -> None:
             "--warmup (a token replay starts with the replicas the trace's first minute "
             "needs, and measures from its first request)"
         )
-    if args.tokens_per_item:
+    if args.tokens_per_item is not None:
         given.append("--tokens-per-item (a token replay batches tokens, not items)")
     if given:
         raise SimulateError(
@@ -361,11 +361,10 @@ def _objectives_line(o: TokenObjectives) -> str:
 
 
 def _trace_line(path: Path, trace: TokenTrace) -> str:
-    hashed = any(r.block_hashes for r in trace.requests)
     return (
         f"trace: {path.name} ({trace.name}): {len(trace.requests)} requests over "
         f"{trace.duration:.0f}s"
-        + (f", prefix hashes of {trace.block_size}-token blocks" if hashed else "")
+        + (f", prefix hashes of {trace.block_size}-token blocks" if trace.hashed else "")
     )
 
 

@@ -25,10 +25,11 @@ def _rows(*prompts: tuple[int, int]) -> list[MooncakeRow]:
         (((40, 3), (17, 2), (16, 1)), 16),  # [14, 16] fit; 16 is a power of two
         (((100, 1), (300, 1)), 512),  # one id each: any size from 300 fits, 512 among them
         (((900, 1),), 512),  # as 900 tokens' one full 512-token block
-        (((2000, 1), (100, 1)), 2000),  # ids covering the whole prompt only: any from 2000
+        (((2000, 1), (100, 1)), 2048),  # ids covering the whole prompt only: any from 2000
+        (((81, 5),), 16),  # whole prompt [17, 20], full blocks [14, 16]: 16 the power of two
         (((40, 2), (17, 1), (1615, 100)), 16),  # full blocks only (vLLM's): 16
         (((90, 3), (61, 2)), 32),  # [31, 44] fit: 32 the one power of two
-        (((30, 3), (21, 2)), 11),  # [11, 14] fit, no power of two: the smallest
+        (((21, 3), (20, 2)), 10),  # 10 (whole prompt) or 7 (full blocks): no power of two
         (((10, 0),), 512),  # no hashes: nothing to agree on
     ],
 )

@@ -192,6 +192,7 @@ def test_an_llm_policy_on_a_request_level_service_is_refused(
         (("--warmup", "300"), "--warmup"),
         (("--warmup", "0"), "--warmup"),
         (("--tokens-per-item", "512"), "--tokens-per-item"),
+        (("--tokens-per-item", "0"), "--tokens-per-item"),
     ],
 )
 def test_request_level_flags_on_an_llm_service_are_refused_not_ignored(

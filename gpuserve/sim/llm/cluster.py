@@ -251,8 +251,7 @@ def simulate_cluster(
 
 class _Simulation:
     def __init__(self, config: ClusterConfig, trace: TokenTrace, scaler: ClusterScaler) -> None:
-        hashed = bool(trace.requests) and bool(trace.requests[0].block_hashes)
-        if hashed and trace.block_size != config.params.block_size:
+        if trace.hashed and trace.block_size != config.params.block_size:
             raise ValueError(
                 f"params.block_size: {config.params.block_size} differs from the "
                 f"trace's {trace.block_size}-token hash blocks"

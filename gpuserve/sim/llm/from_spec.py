@@ -164,8 +164,7 @@ def class_engine(
 def fit_to_trace(params: EngineParams, trace: TokenTrace) -> EngineParams:
     """The engine with the trace's prefix-hash granularity: a Mooncake trace hashes
     512-token blocks, so the cache is counted in blocks of that size (same tokens)."""
-    hashed = bool(trace.requests) and bool(trace.requests[0].block_hashes)
-    if not hashed or trace.block_size == params.block_size:
+    if not trace.hashed or trace.block_size == params.block_size:
         return params
     blocks = max(1, params.capacity_tokens // trace.block_size)
     return replace(params, block_size=trace.block_size, num_blocks=blocks)

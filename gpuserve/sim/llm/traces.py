@@ -35,6 +35,12 @@ class TokenTrace:
     def duration(self) -> float:
         return self.requests[-1].arrival_s if self.requests else 0.0
 
+    @property
+    def hashed(self) -> bool:
+        """Whether any request carries prefix hashes (then the engine must count its cache
+        in ``block_size`` blocks)."""
+        return any(r.block_hashes for r in self.requests)
+
     def after(self, history: TokenTrace, *, seconds: float) -> TokenTrace:
         """``history`` (its first ``seconds``) and then this trace, shifted by ``seconds``:
         a service that already served ``history`` meets this one."""
@@ -89,14 +95,14 @@ def hash_block_size(rows: Iterable[MooncakeRow]) -> int:
             "before it, whether the ids cover the whole prompt (the last block partly) or "
             "its full blocks only"
         )
-    for low, high in fitting:
-        if low <= MOONCAKE_BLOCK and (high is None or high >= MOONCAKE_BLOCK):
-            return MOONCAKE_BLOCK
-    low, high = fitting[0]
-    if high is None:  # one id per prompt: any size from the longest prompt on
-        return low
-    powers = [2**k for k in range(31) if low <= 2**k <= high]
-    return min(powers, key=lambda size: abs(size - MOONCAKE_BLOCK), default=low)
+    # One id per prompt leaves no upper bound: any size from the longest prompt on.
+    powers = [
+        2**k
+        for k in range(31)
+        for low, high in fitting
+        if low <= 2**k and (high is None or 2**k <= high)
+    ]
+    return min(powers, key=lambda size: abs(size - MOONCAKE_BLOCK), default=fitting[0][0])
 
 
 def _sizes_agreed(
