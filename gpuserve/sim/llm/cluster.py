@@ -26,6 +26,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from itertools import chain
 from typing import Literal
 
 import numpy as np
@@ -207,6 +208,26 @@ class _Histogram:
             self.counts[bucket] += float(count)
         self.total += float(values.sum())
 
+    def add_gaps(self, series: list[list[float]]) -> None:
+        """The gaps between consecutive values of each series, as ``add_many`` of each
+        series' ``np.diff`` in turn would add them, with one pass over the buckets: a
+        simulation's token times, gathered between two scrapes. Each series' sum is taken
+        on its own slice and added in order, so the total is the same float."""
+        if not series:
+            return
+        lengths = [len(values) for values in series]
+        flat = np.fromiter(chain.from_iterable(series), dtype=np.float64, count=sum(lengths))
+        diffs = np.diff(flat)
+        within = np.ones(len(diffs), dtype=bool)
+        within[np.cumsum(lengths[:-1], dtype=np.intp) - 1] = False  # across two series
+        index = np.searchsorted(self.edges, diffs[within], side="left")
+        for bucket, count in enumerate(np.bincount(index, minlength=len(self.counts))):
+            self.counts[bucket] += float(count)
+        start = 0
+        for length in lengths:
+            self.total += float(diffs[start : start + length - 1].sum())
+            start += length
+
     def samples(self, name: str) -> list[tuple[str, dict[str, str], float]]:
         out: list[tuple[str, dict[str, str], float]] = []
         cumulative = 0.0
@@ -273,6 +294,7 @@ class _Simulation:
             _PROMPTS: _Histogram(sizes),
             _OUTPUTS: _Histogram(sizes),
         }
+        self.finished_tokens: list[list[float]] = []  # token times not yet in _TPOT
         self.next_scrape = 0.0
         self.snapshots: list[VllmSnapshot] = []
         self.size_log: list[tuple[float, int]] = []
@@ -413,7 +435,8 @@ class _Simulation:
         self.timings[timing.request_id] = timing
         tokens = timing.token_s
         if len(tokens) > 1:
-            self.histograms[_TPOT].add_many(np.diff(np.asarray(tokens)))
+            # Read only at scrapes: the gaps are added there, all at once.
+            self.finished_tokens.append(tokens)
         self.histograms[_PROMPTS].add(float(timing.prompt_tokens))
         self.histograms[_OUTPUTS].add(float(len(tokens)))
 
@@ -455,6 +478,8 @@ class _Simulation:
 
     # ------------------------------------------------------------------ metrics
     def _scrape(self, now: float) -> None:
+        self.histograms[_TPOT].add_gaps(self.finished_tokens)
+        self.finished_tokens = []
         self.snapshots.append(snapshot_from_samples(now, self._samples()))
         self.next_scrape = now + self.config.scrape_interval_s
         if self._busy() or self.next_arrival < len(self.trace.requests):

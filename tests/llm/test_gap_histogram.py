@@ -1,0 +1,39 @@
+"""The cluster simulator's TPOT histogram takes a scrape's finished requests at once: the
+same bucket counts and the same sum, to the last bit, as adding each request's gaps."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from gpuserve.llm import metrics as vllm
+from gpuserve.sim.llm.cluster import _Histogram
+
+
+def _token_times(rng: random.Random, count: int) -> list[float]:
+    clock, out = rng.uniform(0.0, 600.0), []
+    for _ in range(count):
+        clock += rng.expovariate(1 / 0.03)
+        out.append(clock)
+    return out
+
+
+@pytest.mark.parametrize("lengths", [[2], [5], [2, 2, 2], [300, 2, 17, 1000, 3], [9] * 40])
+def test_gaps_added_at_once_match_each_series_added_alone(lengths: list[int]) -> None:
+    rng = random.Random(sum(lengths))
+    series = [_token_times(rng, n) for n in lengths]
+    alone, together = _Histogram(vllm.TPOT_BUCKETS), _Histogram(vllm.TPOT_BUCKETS)
+    for times in series:
+        alone.add_many(np.diff(np.asarray(times)))
+    together.add_gaps(series)
+    assert together.counts == alone.counts
+    assert together.total == alone.total  # the same float, not merely close
+    assert sum(together.counts) == sum(n - 1 for n in lengths)
+
+
+def test_no_series_adds_nothing() -> None:
+    histogram = _Histogram(vllm.TPOT_BUCKETS)
+    histogram.add_gaps([])
+    assert histogram.total == 0.0 and not any(histogram.counts)
