@@ -30,7 +30,6 @@ from itertools import chain
 from typing import Literal
 
 import numpy as np
-import numpy.typing as npt
 
 from gpuserve.llm import metrics as vllm
 from gpuserve.llm.capacity import TokenObjectives
@@ -202,17 +201,11 @@ class _Histogram:
         self.counts[bisect_left(self.bounds, value)] += 1
         self.total += value
 
-    def add_many(self, values: npt.NDArray[np.float64]) -> None:
-        index = np.searchsorted(self.edges, values, side="left")
-        for bucket, count in enumerate(np.bincount(index, minlength=len(self.counts))):
-            self.counts[bucket] += float(count)
-        self.total += float(values.sum())
-
     def add_gaps(self, series: list[list[float]]) -> None:
-        """The gaps between consecutive values of each series, as ``add_many`` of each
-        series' ``np.diff`` in turn would add them, with one pass over the buckets: a
-        simulation's token times, gathered between two scrapes. Each series' sum is taken
-        on its own slice and added in order, so the total is the same float."""
+        """The gaps between consecutive values of each series (a simulation's token times,
+        gathered between two scrapes), with one pass over the buckets. Each series' sum is
+        taken on its own slice and added in order, so the total is the float that adding
+        the series one by one gives."""
         if not series:
             return
         lengths = [len(values) for values in series]

@@ -87,10 +87,9 @@ def hash_block_size(rows: Iterable[MooncakeRow]) -> int:
     agreed = [_sizes_agreed(ordered, whole_prompt=True), _sizes_agreed(ordered, whole_prompt=False)]
     fitting = [(low, high) for low, high, broken in agreed if broken is None]
     if not fitting:
-        broken = max(b for _, _, b in agreed if b is not None)
-        row = next(r for r in ordered if r.line == broken)
+        row = max((b for _, _, b in agreed if b is not None), key=lambda r: r.line)
         raise ValueError(
-            f"line {broken}: {len(row.hash_ids)} hash_ids for input_length "
+            f"line {row.line}: {len(row.hash_ids)} hash_ids for input_length "
             f"{row.input_length or 0}: no number of tokens per id fits it and the lines "
             "before it, whether the ids cover the whole prompt (the last block partly) or "
             "its full blocks only"
@@ -107,8 +106,8 @@ def hash_block_size(rows: Iterable[MooncakeRow]) -> int:
 
 def _sizes_agreed(
     rows: Sequence[MooncakeRow], *, whole_prompt: bool
-) -> tuple[int, int | None, int | None]:
-    """The sizes [low, high] (None: unbounded) the hashed rows agree on, and the first line
+) -> tuple[int, int | None, MooncakeRow | None]:
+    """The sizes [low, high] (None: unbounded) the hashed rows agree on, and the first row
     none fits together with those before it (None when every row fits)."""
     low, high = 1, None
     for row in rows:
@@ -125,7 +124,7 @@ def _sizes_agreed(
         if row_high is not None:
             high = row_high if high is None else min(high, row_high)
         if tokens == 0 or (high is not None and low > high):
-            return low, high, row.line
+            return low, high, row
     return low, high, None
 
 
