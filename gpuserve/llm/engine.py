@@ -30,6 +30,7 @@ the first token ends its prefill, each later one is one decode step.
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -100,14 +101,29 @@ class StepPlan:
     decode_seqs: int  # sequences decoding one token
     context_tokens: int  # tokens in the decoding sequences' contexts
     prefill_pairs: float  # (prompt token computed, token it attends to) pairs
-    scheduled: tuple[str, ...]  # request ids computed this step, oldest first
-    admitted: tuple[str, ...]  # of which newly admitted
-    preempted: tuple[str, ...]
+    # The sequences computed this step (oldest first), of which newly admitted, and those
+    # preempted: kept as sequences, since a simulation never reads their ids.
+    batch: tuple[_Sequence, ...] = field(repr=False)
+    newly_admitted: tuple[_Sequence, ...] = field(repr=False)
+    evicted: tuple[_Sequence, ...] = field(repr=False)
 
     @property
     def tokens(self) -> int:
         """Tokens computed this step (vLLM's iteration tokens)."""
         return self.prefill_tokens + self.decode_seqs
+
+    @property
+    def scheduled(self) -> tuple[str, ...]:
+        """Request ids computed this step, oldest first."""
+        return tuple([s.request.request_id for s in self.batch])
+
+    @property
+    def admitted(self) -> tuple[str, ...]:
+        return tuple([s.request.request_id for s in self.newly_admitted])
+
+    @property
+    def preempted(self) -> tuple[str, ...]:
+        return tuple([s.request.request_id for s in self.evicted])
 
 
 @dataclass(frozen=True)
@@ -139,6 +155,7 @@ class _Sequence:
     __slots__ = (
         "aborted",
         "admitted_once",
+        "anchor",
         "blocks",
         "computed",
         "generated",
@@ -166,6 +183,9 @@ class _Sequence:
         self.pending = 0  # tokens this step computes
         self.admitted_once = False
         self.aborted = False
+        # Decoding in the engine's batch (``Engine._batched``): the engine step count at
+        # which the fields above were last brought up to date; -1 when they are current.
+        self.anchor = -1
 
     @property
     def num_tokens(self) -> int:
@@ -175,21 +195,31 @@ class _Sequence:
     @property
     def decoding(self) -> bool:
         """Its only missing token is the last one generated (not a prompt or recompute).
-        ``Engine.begin_step`` and ``Engine._decode_stretch`` inline this rule: they run it
-        for every running sequence between two steps."""
+        ``Engine.begin_step`` and ``Engine._batch_decoders`` inline this rule: they run it
+        for running sequences between two steps."""
         return self.generated > 0 and self.num_tokens - self.computed == 1
 
 
 class Engine:
-    """See the module docstring. Not thread-safe: the caller serializes calls."""
+    """See the module docstring. Not thread-safe: the caller serializes calls.
 
-    def __init__(self, params: EngineParams | None = None) -> None:
+    The running sequences that decode, from the oldest on, are *batched*: each step gives
+    every one of them a token, so the engine keeps their sum of context tokens, how many
+    need a new KV block at each step (every ``block_size`` tokens) and at which step each
+    ends, instead of visiting each of them at every step; their fields and token times are
+    brought up to date when they are read, end or leave the batch. A step that might
+    preempt or run out of token budget before the last of them is planned sequence by
+    sequence, as ``batch_decoders=False`` plans every step: the reference the batched steps
+    must equal to the last bit (tests/llm/test_batched_decoders.py).
+    """
+
+    def __init__(self, params: EngineParams | None = None, *, batch_decoders: bool = True) -> None:
         self.params = params or EngineParams()
         self.cache = KVCache(self.params.num_blocks)
         self._waiting: deque[_Sequence] = deque()
         self._running: list[_Sequence] = []  # admission order: oldest first
         self._by_id: dict[str, _Sequence] = {}
-        self._in_step: list[_Sequence] | None = None
+        self._in_step: list[_Sequence] | None = None  # the step's sequences visited at its end
         self._prompt_tokens = 0
         self._generation_tokens = 0
         self._queried_tokens = 0
@@ -197,6 +227,17 @@ class Engine:
         self._preemptions = 0
         self._steps = 0
         self._finished = 0
+        # The batch: ``_running[:_batched]``.
+        self._batching = batch_decoders
+        self._batched = 0
+        self._step_batched = 0  # of which computed by the step begun
+        self._context = 0  # their computed tokens, summed
+        # How many take a new block at step k: ``_due[k % block_size]``.
+        self._due = [0] * self.params.block_size
+        self._ending: dict[int, list[_Sequence]] = {}  # step -> those it gives their last token
+        self._ending_steps: list[int] = []  # the keys of ``_ending``, as a heap
+        self._times: list[float] = []  # when each step since ``_times_from`` ended
+        self._times_from = 0
 
     # ---------------------------------------------------------------- requests
     def add(self, request: Request) -> None:
@@ -226,6 +267,7 @@ class Engine:
             return False
         sequence.aborted = True
         if sequence in self._running:
+            self._unbatch_all()  # its blocks are counted, and the batch closes up behind it
             self._running.remove(sequence)
             self._free_blocks(sequence)
         else:
@@ -235,7 +277,11 @@ class Engine:
     def timing(self, request_id: str) -> RequestTiming | None:
         """The timing of a request still in the engine."""
         sequence = self._by_id.get(request_id)
-        return None if sequence is None else sequence.timing
+        if sequence is None:
+            return None
+        if sequence.anchor >= 0:
+            self._sync(sequence)
+        return sequence.timing
 
     @property
     def idle(self) -> bool:
@@ -269,15 +315,29 @@ class Engine:
         size = self.params.block_size
         cache = self.cache
         running = self._running
+        batched = self._batched
+        if batched:
+            # The batch comes first in the running order: each of its sequences takes one
+            # token of the budget and those at a block boundary one block, unless the budget
+            # or the free blocks run out before its last, when the loop below decides.
+            due = self._due[self._steps % size]
+            if batched > budget or due > cache.available:
+                self._unbatch_all()
+                batched = 0
+            elif due:
+                cache.allocate(due)
         preempted: list[_Sequence] = []
         # The step's decoding sequences, their context tokens, prompt tokens computed and
         # the tokens those attend to.
-        decoding = context = prefill = 0
+        decoding = batched
+        context = self._context + batched
+        budget -= batched
+        prefill = 0
         pairs = 0.0
-        index = 0
+        index = batched
         count = len(running)
-        # The loop runs once per running sequence and step: attributes are read directly
-        # (the properties' arithmetic inlined), since it dominates a simulation's time.
+        # The loop runs once per running sequence outside the batch and step: attributes
+        # are read directly (the properties' arithmetic inlined).
         while index < count and budget > 0:
             sequence = running[index]
             computed = sequence.computed
@@ -289,7 +349,7 @@ class Engine:
             if end > sequence.blocks * size:
                 needed = -(-end // size) - sequence.blocks
                 # Preemption takes the newest (last) sequence: this one is gone once the
-                # list is no longer than its index.
+                # list is no longer than its index. The batch, oldest, is never reached.
                 while needed > cache.available and index < count:
                     preempted.append(self._preempt_newest())
                     count -= 1
@@ -309,10 +369,10 @@ class Engine:
         # The running sequences are scheduled in order, as far as the budget went.
         scheduled = running[:index]
         admitted = [] if preempted else self._admit(budget)
-        scheduled += admitted
-        if not scheduled:
+        if not scheduled and not admitted:
             return None
-        self._in_step = scheduled
+        self._in_step = scheduled[batched:] + admitted
+        self._step_batched = batched
         for sequence in admitted:  # a recomputed sequence may be decoding again
             if sequence.decoding:
                 decoding += 1
@@ -326,9 +386,9 @@ class Engine:
             decode_seqs=decoding,
             context_tokens=context,
             prefill_pairs=pairs,
-            scheduled=tuple([s.request.request_id for s in scheduled]),
-            admitted=tuple([s.request.request_id for s in admitted]),
-            preempted=tuple([s.request.request_id for s in preempted]),
+            batch=tuple(scheduled + admitted),
+            newly_admitted=tuple(admitted),
+            evicted=tuple(preempted),
         )
 
     def end_step(self, now: float, *, every_token: bool = True) -> StepResult:
@@ -339,12 +399,33 @@ class Engine:
         skips making one ``Token`` per sequence and step. The timings are the same."""
         if self._in_step is None:
             raise RuntimeError("end_step: no step has begun")
-        scheduled, self._in_step = self._in_step, None
+        visited, self._in_step = self._in_step, None
+        step = self._steps
         self._steps += 1
+        self._times.append(now)
         tokens: list[Token] = []
         finished: list[RequestTiming] = []
-        emitted = 0
-        for sequence in scheduled:
+        batched, self._step_batched = self._step_batched, 0
+        emitted = batched
+        if batched:
+            if every_token:
+                for sequence in self._running[:batched]:
+                    self._sync(sequence)
+                    token_s = sequence.token_s
+                    tokens.append(
+                        Token(
+                            sequence.request.request_id,
+                            sequence.generated - 1,
+                            now,
+                            now - token_s[-2],
+                            sequence.generated == sequence.request.output_tokens,
+                        )
+                    )
+            self._context += batched
+            for sequence in self._ending.pop(step, ()):
+                self._unbatch(sequence)
+                finished.append(self._finish(sequence, now))
+        for sequence in visited:
             if sequence.aborted:
                 continue
             before = sequence.computed
@@ -376,6 +457,8 @@ class Engine:
             if last:
                 finished.append(self._finish(sequence, now))
         self._generation_tokens += emitted
+        self._batch_decoders()
+        self._trim_times()
         return StepResult(tuple(tokens), tuple(finished))
 
     def fast_forward(self, now: float, until_s: float) -> tuple[float, list[RequestTiming]]:
@@ -387,15 +470,21 @@ class Engine:
         stretches; the emulator, which streams every token, does not."""
         clock = now
         finished: list[RequestTiming] = []
-        running = self._running
         while clock < until_s:
-            # Up to and including the next step that finishes a sequence.
-            stretch = self._decode_stretch()
-            if stretch is None:
+            # Up to and including the next step that finishes a sequence: when every
+            # running sequence is in the batch and nothing waits.
+            batch = self._batched
+            if (
+                self._in_step is not None
+                or self._waiting
+                or batch == 0
+                or batch != len(self._running)
+                or batch > self.params.max_batched_tokens
+            ):
                 break
-            most, context = stretch
-            most = self._steps_with_blocks(most)
-            batch = len(running)
+            step = self._steps
+            most = self._steps_with_blocks(self._next_ending() - step + 1)
+            context = self._context + batch
             ends: list[float] = []
             while len(ends) < most and clock < until_s:
                 clock += self.params.step_cost_s(0, batch, context)
@@ -403,72 +492,126 @@ class Engine:
                 ends.append(clock)
             if not ends:
                 break
-            size = self.params.block_size
             steps = len(ends)
-            grown = 0  # taken in one allocation: the same blocks as one per sequence
-            for sequence in running:
-                computed = sequence.computed + steps
-                sequence.computed = computed
-                sequence.generated += steps
-                extra = -(-computed // size) - sequence.blocks
-                if extra > 0:
-                    sequence.blocks += extra
-                    grown += extra
-                sequence.token_s.extend(ends)
+            grown = self._blocks_due(steps)  # taken at once: the same blocks as step by step
             if grown:
                 self.cache.allocate(grown)
-            self._generation_tokens += steps * batch
+            self._times += ends
             self._steps += steps
-            for sequence in [s for s in running if s.generated == s.request.output_tokens]:
+            self._context += steps * batch
+            self._generation_tokens += steps * batch
+            for sequence in self._ending.pop(step + steps - 1, ()):
+                self._unbatch(sequence)
                 finished.append(self._finish(sequence, clock))
-            if len(ends) < most:
+            if steps < most:
                 break  # the next arrival comes first
+        self._trim_times()
         return clock, finished
 
-    def _decode_stretch(self) -> tuple[int, int] | None:
-        """When every running sequence decodes, nothing waits and one step takes them all:
-        the fewest tokens any of them has left to generate, and their context tokens
-        (one pass, as it runs between any two steps of a simulation). Otherwise None."""
+    # ---------------------------------------------------------------- the batch
+    def _batch_decoders(self) -> None:
+        """Adds to the batch the running sequences after it that decode, in order."""
+        if not self._batching:
+            return
         running = self._running
-        if (
-            self._in_step is not None
-            or self._waiting
-            or not 0 < len(running) <= self.params.max_batched_tokens
-        ):
-            return None
-        if not running[-1].decoding:
-            return None  # the newest is the one most often still in its prompt: asked first
-        most = self.params.max_model_len  # no sequence has more tokens left than this
-        context = 0
-        for s in running:
-            generated = s.generated
-            tokens = s.request.prompt_tokens + generated
-            if generated == 0 or tokens - s.computed != 1:
-                return None  # not decoding (``_Sequence.decoding``, inlined)
-            left = s.request.output_tokens - generated
-            if left < most:
-                most = left
-            context += tokens
-        return most, context
+        size = self.params.block_size
+        while self._batched < len(running):
+            sequence = running[self._batched]
+            generated = sequence.generated
+            computed = sequence.computed
+            if (
+                generated == 0
+                or sequence.request.prompt_tokens + generated - computed != 1
+                or sequence.blocks != -(-computed // size)
+            ):
+                break
+            anchor = self._steps
+            sequence.anchor = anchor
+            self._due[(anchor - computed) % size] += 1
+            last = anchor + sequence.request.output_tokens - generated - 1
+            ending = self._ending.get(last)
+            if ending is None:
+                ending = self._ending[last] = []
+                heapq.heappush(self._ending_steps, last)
+            ending.append(sequence)
+            self._context += computed
+            self._batched += 1
+
+    def _sync(self, sequence: _Sequence) -> None:
+        """Brings a batched sequence's tokens and token times up to the last step ended."""
+        steps = self._steps - sequence.anchor
+        if steps:
+            start = sequence.anchor - self._times_from
+            sequence.token_s += self._times[start : start + steps]
+            sequence.computed += steps
+            sequence.generated += steps
+            sequence.anchor = self._steps
+
+    def _unbatch(self, sequence: _Sequence) -> None:
+        """Takes an ending sequence out of the batch's sums (``_ending`` no longer lists it)."""
+        self._sync(sequence)
+        size = self.params.block_size
+        self._due[(sequence.anchor - sequence.computed) % size] -= 1
+        self._context -= sequence.computed
+        self._batched -= 1
+        sequence.anchor = -1
+        sequence.blocks = -(-sequence.computed // size)
+
+    def _unbatch_all(self) -> None:
+        """Empties the batch (its sequences are then visited one by one). During a step its
+        sequences join those the step visits at its end, with their token pending."""
+        if not self._batched:
+            return
+        size = self.params.block_size
+        batch = self._running[: self._batched]
+        pending = 1 if self._step_batched else 0
+        for sequence in batch:
+            self._sync(sequence)
+            sequence.anchor = -1
+            sequence.pending = pending
+            sequence.blocks = -(-(sequence.computed + pending) // size)
+        if self._in_step is not None and pending:
+            self._in_step[:0] = batch
+        self._batched = self._step_batched = self._context = 0
+        self._due = [0] * size
+        self._ending.clear()
+        self._ending_steps.clear()
+        self._trim_times()
+
+    def _trim_times(self) -> None:
+        """Forgets the step times no batched sequence needs: all of them, once none is left."""
+        if not self._batched and self._times:
+            self._times.clear()
+            self._times_from = self._steps
+        elif not self._times:
+            self._times_from = self._steps
+
+    def _next_ending(self) -> int:
+        """The first step that gives a batched sequence its last token."""
+        heap = self._ending_steps
+        while heap[0] not in self._ending:
+            heapq.heappop(heap)
+        return heap[0]
+
+    def _blocks_due(self, steps: int) -> int:
+        """New blocks the batch takes over its next ``steps`` steps."""
+        size = self.params.block_size
+        rounds, rest = divmod(steps, size)
+        total = rounds * self._batched
+        first = self._steps
+        for offset in range(rest):
+            total += self._due[(first + offset) % size]
+        return total
 
     def _steps_with_blocks(self, most: int) -> int:
-        """The most decode steps (up to ``most``) the free blocks allow every running
-        sequence (blocks grow by one every ``block_size`` tokens)."""
-        size = self.params.block_size
-        running = self._running
-
-        def needed(steps: int) -> int:
-            total = 0
-            for s in running:
-                total += -(-(s.computed + steps) // size) - s.blocks
-            return total
-
+        """The most steps (up to ``most``) the free blocks allow the batch."""
+        available = self.cache.available
         low, high = 0, max(0, most)
-        if needed(high) <= self.cache.available:
+        if self._blocks_due(high) <= available:
             return high  # the usual case: one pass
         while low < high:
             mid = (low + high + 1) // 2
-            if needed(mid) <= self.cache.available:
+            if self._blocks_due(mid) <= available:
                 low = mid
             else:
                 high = mid - 1
