@@ -470,24 +470,18 @@ class Engine:
         stretches; the emulator, which streams every token, does not."""
         clock = now
         finished: list[RequestTiming] = []
-        while clock < until_s:
-            # Up to and including the next step that finishes a sequence: when every
-            # running sequence is in the batch and nothing waits.
+        while clock < until_s and self.can_fast_forward:
+            # Up to and including the next step that finishes a sequence.
             batch = self._batched
-            if (
-                self._in_step is not None
-                or self._waiting
-                or batch == 0
-                or batch != len(self._running)
-                or batch > self.params.max_batched_tokens
-            ):
-                break
             step = self._steps
             most = self._steps_with_blocks(self._next_ending() - step + 1)
             context = self._context + batch
+            # ``step_cost_s(0, batch, context)``, its shared part taken once.
+            fixed = self.params.step_cost_before_context_s(0, batch)
+            per_context = self.params.decode_s_per_context_token
             ends: list[float] = []
             while len(ends) < most and clock < until_s:
-                clock += self.params.step_cost_s(0, batch, context)
+                clock += fixed + per_context * context
                 context += batch
                 ends.append(clock)
             if not ends:
@@ -507,6 +501,18 @@ class Engine:
                 break  # the next arrival comes first
         self._trim_times()
         return clock, finished
+
+    @property
+    def can_fast_forward(self) -> bool:
+        """Every running sequence is in the batch and nothing waits: ``fast_forward``
+        would run steps (a caller may skip working out until when)."""
+        batch = self._batched
+        return (
+            self._in_step is None
+            and not self._waiting
+            and 0 < batch == len(self._running)
+            and batch <= self.params.max_batched_tokens
+        )
 
     # ---------------------------------------------------------------- the batch
     def _batch_decoders(self) -> None:

@@ -90,12 +90,19 @@ class EngineParams:
         """Seconds one engine step takes: the engine's cost rule, also used (with mean
         figures) by the capacity model. ``prefill_pairs`` counts, over the prompt tokens
         computed, the tokens each attends to (``prompt_pairs``)."""
+        fixed = self.step_cost_before_context_s(prefill_tokens, decode_seqs, prefill_pairs)
+        return fixed + self.decode_s_per_context_token * context_tokens
+
+    def step_cost_before_context_s(
+        self, prefill_tokens: float, decode_seqs: float, prefill_pairs: float = 0.0
+    ) -> float:
+        """``step_cost_s`` before its context term is added: what the steps of a decode
+        stretch share (each then adds its own context), summed in the same order."""
         return (
             self.decode_base_s
             + self.prefill_s_per_token * prefill_tokens
             + self.prefill_s_per_token_pair * prefill_pairs
             + self.decode_s_per_seq * decode_seqs
-            + self.decode_s_per_context_token * context_tokens
         )
 
     def prefill_step_s(self, tokens: float, before: float = 0.0) -> float:

@@ -403,14 +403,15 @@ class _Simulation:
                 self.histograms[_TTFT].add(token.gap_s)
             for timing in result.finished:
                 self._finish(timing)
-        # Gauges are read at scrapes: a stretch does not cross one.
-        until = min(self._next_arrival_for(replica), self.next_scrape)
-        clock, finished = engine.fast_forward(now, until)
-        for timing in finished:
-            self._finish(timing)
-        if clock > now:
-            self._schedule_tick(replica, clock)
-            return
+        if engine.can_fast_forward:
+            # Gauges are read at scrapes: a stretch does not cross one.
+            until = min(self._next_arrival_for(replica), self.next_scrape)
+            clock, finished = engine.fast_forward(now, until)
+            for timing in finished:
+                self._finish(timing)
+            if clock > now:
+                self._schedule_tick(replica, clock)
+                return
         plan = engine.begin_step()
         if plan is not None:
             replica.in_step = True
