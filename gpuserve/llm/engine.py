@@ -275,7 +275,8 @@ class Engine:
         return True
 
     def timing(self, request_id: str) -> RequestTiming | None:
-        """The timing of a request still in the engine."""
+        """The timing of a request still in the engine, as of the last step ended (a
+        decoding request's later tokens are added when it is read again or finishes)."""
         sequence = self._by_id.get(request_id)
         if sequence is None:
             return None
@@ -585,12 +586,20 @@ class Engine:
         self._trim_times()
 
     def _trim_times(self) -> None:
-        """Forgets the step times no batched sequence needs: all of them, once none is left."""
-        if not self._batched and self._times:
-            self._times.clear()
-            self._times_from = self._steps
-        elif not self._times:
-            self._times_from = self._steps
+        """Forgets the step times no batched sequence needs: all of them once the batch is
+        empty, and, in a batch that never empties (a long-lived server), once they
+        outnumber it, after bringing its sequences up to date; likewise the heap's keys of
+        ending steps already past."""
+        heap = self._ending_steps
+        if len(heap) > 2 * len(self._ending) + 64:
+            heap[:] = self._ending
+            heapq.heapify(heap)
+        if self._batched and len(self._times) < 1024 + 4 * self._batched:
+            return
+        for sequence in self._running[: self._batched]:
+            self._sync(sequence)
+        self._times.clear()
+        self._times_from = self._steps
 
     def _next_ending(self) -> int:
         """The first step that gives a batched sequence its last token."""

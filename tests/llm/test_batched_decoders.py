@@ -51,10 +51,10 @@ class _Log:
 
 
 def _drive(
-    engine: Engine, seed: int, count: int, *, fast: bool, every_token: bool, chaos: bool
+    engine: Engine, seed: int, count: int, *, fast: bool, every_token: bool | None, chaos: bool
 ) -> _Log:
     """Serves ``count`` requests drawn from ``seed``, with (``chaos``) aborts and timing
-    reads drawn at each step."""
+    reads drawn at each step; ``every_token`` None draws it at each step."""
     rng = random.Random(seed)
     clock, arrivals = 0.0, []
     for i in range(count):
@@ -104,7 +104,8 @@ def _drive(
         log.batched_most = max(log.batched_most, engine._batched)
         maybe_abort()  # between the step's halves
         clock += plan.cost_s
-        result = engine.end_step(clock, every_token=every_token)
+        listed = rng.random() < 0.5 if every_token is None else every_token
+        result = engine.end_step(clock, every_token=listed)
         log.tokens += result.tokens
         finish(result.finished)
     else:
@@ -117,13 +118,20 @@ LIMITS = [
     dict(num_blocks=27_000),  # ample
     dict(num_blocks=150),  # tight: preemptions and recomputes
     dict(num_blocks=400, max_batched_tokens=96, max_running=40),  # chunked, budget-bound
+    dict(num_blocks=3000, block_size=3),  # a block every third token
 ]
 
 
-@pytest.mark.parametrize("every_token", [False, True])
+def _params(limits: dict[str, int]) -> EngineParams:
+    return EngineParams(**{"block_size": 16, "max_model_len": 1000, **limits})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("every_token", [False, True, None])
 @pytest.mark.parametrize("limits", LIMITS)
-def test_batched_steps_are_the_reference_steps(every_token: bool, limits: dict[str, int]) -> None:
-    params = EngineParams(block_size=16, max_model_len=1000, **limits)  # type: ignore[arg-type]
+def test_batched_steps_are_the_reference_steps(
+    every_token: bool | None, limits: dict[str, int]
+) -> None:
+    params = _params(limits)
     batched, reference = Engine(params), Engine(params, batch_decoders=False)
     got = _drive(batched, 7, 150, fast=False, every_token=every_token, chaos=True)
     want = _drive(reference, 7, 150, fast=False, every_token=every_token, chaos=True)
@@ -143,7 +151,7 @@ def test_batched_steps_are_the_reference_steps(every_token: bool, limits: dict[s
 @pytest.mark.parametrize("limits", LIMITS)
 def test_fast_forwarding_the_batch_gives_the_reference_timings(limits: dict[str, int]) -> None:
     # Fast-forwarded steps are not planned one by one: timings and counters are compared.
-    params = EngineParams(block_size=16, max_model_len=1000, **limits)  # type: ignore[arg-type]
+    params = _params(limits)
     batched, reference = Engine(params), Engine(params, batch_decoders=False)
     got = _drive(batched, 11, 150, fast=True, every_token=False, chaos=False)
     want = _drive(reference, 11, 150, fast=False, every_token=False, chaos=False)
@@ -175,3 +183,25 @@ def test_a_stretch_crosses_block_boundaries_with_the_blocks_the_steps_would_take
         held[batching] = trail
     assert held[True] == held[False]
     assert len({blocks for _, blocks, _ in held[True]}) > 5  # blocks grew and were freed
+
+
+def test_a_batch_that_never_empties_keeps_bounded_bookkeeping() -> None:
+    # A long-lived server (the emulator) steps without ever fast-forwarding, and under
+    # steady load its batch never empties: the step times and ending steps it keeps for
+    # the batch stay bounded, and its requests' tokens are all there.
+    engine = Engine(EngineParams())
+    clock, added, finished = 0.0, 0, 0
+    for step in range(6000):
+        if step % 4 == 0:
+            engine.add(Request(str(added), 64, 40 + added % 23, clock))
+            added += 1
+        plan = engine.begin_step()
+        assert plan is not None
+        clock += plan.cost_s
+        for timing in engine.end_step(clock).finished:
+            assert len(timing.token_s) == timing.output_tokens
+            finished += 1
+        assert engine._batched > 0 or step < 3
+        assert len(engine._times) <= 1024 + 4 * engine._batched
+        assert len(engine._ending_steps) <= 2 * len(engine._ending) + 64
+    assert finished > 1000
