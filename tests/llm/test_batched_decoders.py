@@ -9,6 +9,7 @@ fast-forwards, and must agree to the last bit: plans, tokens, timings and counte
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -50,18 +51,21 @@ class _Log:
     batched_most: int = 0  # the largest batch seen (0 when not batching)
 
 
+Arrivals = Callable[..., list[tuple[float, int, int, tuple[int, ...]]]]  # conftest.py's
+
+
 def _drive(
-    engine: Engine, seed: int, count: int, *, fast: bool, every_token: bool | None, chaos: bool
+    engine: Engine, drawn: Arrivals, seed: int, *, fast: bool, every_token: bool | None, chaos: bool
 ) -> _Log:
-    """Serves ``count`` requests drawn from ``seed``, with (``chaos``) aborts and timing
-    reads drawn at each step; ``every_token`` None draws it at each step."""
-    rng = random.Random(seed)
-    clock, arrivals = 0.0, []
-    for i in range(count):
-        clock += rng.expovariate(15.0)
-        prompt = rng.randint(5, 600)
-        shared = tuple(range(rng.randint(0, 4)))  # a few common leading blocks
-        arrivals.append(Request(str(i), prompt, rng.randint(1, 200), clock, shared))
+    """Serves 150 requests drawn from ``seed``, with (``chaos``) aborts and timing reads
+    drawn at each step; ``every_token`` None draws it at each step."""
+    arrivals = [
+        Request(str(i), prompt, output, at, hashes)
+        for i, (at, prompt, output, hashes) in enumerate(
+            drawn(seed, 150, rate=15.0, prompts=(5, 600), most_output=200, shared=4)
+        )
+    ]
+    rng = random.Random(seed + 1)
     log = _Log()
     live: list[str] = []  # added, neither finished nor aborted, in order of arrival
     clock, next_arrival = 0.0, 0
@@ -129,13 +133,13 @@ def _params(limits: dict[str, int]) -> EngineParams:
 @pytest.mark.parametrize("every_token", [False, True, None])
 @pytest.mark.parametrize("limits", LIMITS)
 def test_batched_steps_are_the_reference_steps(
-    every_token: bool | None, limits: dict[str, int]
+    every_token: bool | None, limits: dict[str, int], random_arrivals: Arrivals
 ) -> None:
     params = _params(limits)
     batched, reference = Engine(params), Engine(params, batch_decoders=False)
-    got = _drive(batched, 7, 150, fast=False, every_token=every_token, chaos=True)
-    want = _drive(reference, 7, 150, fast=False, every_token=every_token, chaos=True)
-    assert got.batched_most > 10 and want.batched_most == 0  # the two paths both ran
+    got = _drive(batched, random_arrivals, 7, fast=False, every_token=every_token, chaos=True)
+    want = _drive(reference, random_arrivals, 7, fast=False, every_token=every_token, chaos=True)
+    assert got.batched_most > 8 and want.batched_most == 0  # the two paths both ran
     assert got.aborted == want.aborted and got.aborted  # aborts happened, the same ones
     assert len(got.peeks) > 20
     assert got.plans == want.plans
@@ -149,12 +153,14 @@ def test_batched_steps_are_the_reference_steps(
 
 
 @pytest.mark.parametrize("limits", LIMITS)
-def test_fast_forwarding_the_batch_gives_the_reference_timings(limits: dict[str, int]) -> None:
+def test_fast_forwarding_the_batch_gives_the_reference_timings(
+    limits: dict[str, int], random_arrivals: Arrivals
+) -> None:
     # Fast-forwarded steps are not planned one by one: timings and counters are compared.
     params = _params(limits)
     batched, reference = Engine(params), Engine(params, batch_decoders=False)
-    got = _drive(batched, 11, 150, fast=True, every_token=False, chaos=False)
-    want = _drive(reference, 11, 150, fast=False, every_token=False, chaos=False)
+    got = _drive(batched, random_arrivals, 11, fast=True, every_token=False, chaos=False)
+    want = _drive(reference, random_arrivals, 11, fast=False, every_token=False, chaos=False)
     assert len(got.plans) < len(want.plans)  # some steps were fast-forwarded
     assert got.finished == want.finished
     assert batched.stats() == reference.stats()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import random
+from collections.abc import Callable
 
 import pytest
 
@@ -11,21 +11,12 @@ from gpuserve.llm.params import EngineParams
 from gpuserve.llm.replay import replay
 
 
-def _requests(seed: int, count: int) -> list[tuple[float, int, int, tuple[int, ...]]]:
-    rng = random.Random(seed)
-    clock, out = 0.0, []
-    for _ in range(count):
-        clock += rng.expovariate(8.0)
-        prompt = rng.randint(20, 700)
-        shared = tuple(range(rng.randint(0, 3)))  # a few common leading blocks
-        out.append((clock, prompt, rng.randint(1, 300), shared))
-    return out
-
-
 @pytest.mark.parametrize("num_blocks", [27_000, 150])  # ample, and tight enough to preempt
-def test_fast_replay_gives_the_same_timings(num_blocks: int) -> None:
+def test_fast_replay_gives_the_same_timings(
+    num_blocks: int, random_arrivals: Callable[..., list[tuple[float, int, int, tuple[int, ...]]]]
+) -> None:
     params = EngineParams(num_blocks=num_blocks, max_model_len=1000)
-    requests = _requests(3, 120)
+    requests = random_arrivals(3, 120, rate=8.0, prompts=(20, 700), most_output=300, shared=3)
     slow = replay(requests, params, fast=False)
     fast = replay(requests, params, fast=True)
     assert (slow.engine.stats().preemptions > 0) == (num_blocks < 1000)
