@@ -30,7 +30,6 @@ the first token ends its prefill, each later one is one decode step.
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -115,15 +114,19 @@ class StepPlan:
     @property
     def scheduled(self) -> tuple[str, ...]:
         """Request ids computed this step, oldest first."""
-        return tuple([s.request.request_id for s in self.batch])
+        return _ids(self.batch)
 
     @property
     def admitted(self) -> tuple[str, ...]:
-        return tuple([s.request.request_id for s in self.newly_admitted])
+        return _ids(self.newly_admitted)
 
     @property
     def preempted(self) -> tuple[str, ...]:
-        return tuple([s.request.request_id for s in self.evicted])
+        return _ids(self.evicted)
+
+
+def _ids(sequences: tuple[_Sequence, ...]) -> tuple[str, ...]:
+    return tuple([s.request.request_id for s in sequences])
 
 
 @dataclass(frozen=True)
@@ -227,15 +230,13 @@ class Engine:
         self._preemptions = 0
         self._steps = 0
         self._finished = 0
-        # The batch: ``_running[:_batched]``.
+        # The batch: ``_running[:_batched]`` (all of it computed by a step begun).
         self._batching = batch_decoders
         self._batched = 0
-        self._step_batched = 0  # of which computed by the step begun
         self._context = 0  # their computed tokens, summed
         # How many take a new block at step k: ``_due[k % block_size]``.
         self._due = [0] * self.params.block_size
         self._ending: dict[int, list[_Sequence]] = {}  # step -> those it gives their last token
-        self._ending_steps: list[int] = []  # the keys of ``_ending``, as a heap
         self._times: list[float] = []  # when each step since ``_times_from`` ended
         self._times_from = 0
 
@@ -373,7 +374,6 @@ class Engine:
         if not scheduled and not admitted:
             return None
         self._in_step = scheduled[batched:] + admitted
-        self._step_batched = batched
         for sequence in admitted:  # a recomputed sequence may be decoding again
             if sequence.decoding:
                 decoding += 1
@@ -406,7 +406,7 @@ class Engine:
         self._times.append(now)
         tokens: list[Token] = []
         finished: list[RequestTiming] = []
-        batched, self._step_batched = self._step_batched, 0
+        batched = self._batched  # all computed by this step (batching waits for its end)
         emitted = batched
         if batched:
             if every_token:
@@ -475,7 +475,7 @@ class Engine:
             # Up to and including the next step that finishes a sequence.
             batch = self._batched
             step = self._steps
-            most = self._steps_with_blocks(self._next_ending() - step + 1)
+            most = self._steps_with_blocks(min(self._ending) - step + 1)  # to the next ending
             context = self._context + batch
             # ``step_cost_s(0, batch, context)``, its shared part taken once.
             fixed = self.params.step_cost_before_context_s(0, batch)
@@ -529,18 +529,14 @@ class Engine:
             if (
                 generated == 0
                 or sequence.request.prompt_tokens + generated - computed != 1
-                or sequence.blocks != -(-computed // size)
+                or sequence.blocks != self.params.blocks_for(computed)
             ):
                 break
             anchor = self._steps
             sequence.anchor = anchor
             self._due[(anchor - computed) % size] += 1
             last = anchor + sequence.request.output_tokens - generated - 1
-            ending = self._ending.get(last)
-            if ending is None:
-                ending = self._ending[last] = []
-                heapq.heappush(self._ending_steps, last)
-            ending.append(sequence)
+            self._ending.setdefault(last, []).append(sequence)
             self._context += computed
             self._batched += 1
 
@@ -562,51 +558,38 @@ class Engine:
         self._context -= sequence.computed
         self._batched -= 1
         sequence.anchor = -1
-        sequence.blocks = -(-sequence.computed // size)
+        sequence.blocks = self.params.blocks_for(sequence.computed)
 
     def _unbatch_all(self) -> None:
         """Empties the batch (its sequences are then visited one by one). During a step its
         sequences join those the step visits at its end, with their token pending."""
         if not self._batched:
             return
-        size = self.params.block_size
         batch = self._running[: self._batched]
-        pending = 1 if self._step_batched else 0
+        in_step = self._in_step
+        pending = 0 if in_step is None else 1
         for sequence in batch:
             self._sync(sequence)
             sequence.anchor = -1
             sequence.pending = pending
-            sequence.blocks = -(-(sequence.computed + pending) // size)
-        if self._in_step is not None and pending:
-            self._in_step[:0] = batch
-        self._batched = self._step_batched = self._context = 0
-        self._due = [0] * size
+            sequence.blocks = self.params.blocks_for(sequence.computed + pending)
+        if in_step is not None:
+            in_step[:0] = batch
+        self._batched = self._context = 0
+        self._due = [0] * self.params.block_size
         self._ending.clear()
-        self._ending_steps.clear()
         self._trim_times()
 
     def _trim_times(self) -> None:
         """Forgets the step times no batched sequence needs: all of them once the batch is
         empty, and, in a batch that never empties (a long-lived server), once they
-        outnumber it, after bringing its sequences up to date; likewise the heap's keys of
-        ending steps already past."""
-        heap = self._ending_steps
-        if len(heap) > 2 * len(self._ending) + 64:
-            heap[:] = self._ending
-            heapq.heapify(heap)
+        outnumber it, after bringing its sequences up to date."""
         if self._batched and len(self._times) < 1024 + 4 * self._batched:
             return
         for sequence in self._running[: self._batched]:
             self._sync(sequence)
         self._times.clear()
         self._times_from = self._steps
-
-    def _next_ending(self) -> int:
-        """The first step that gives a batched sequence its last token."""
-        heap = self._ending_steps
-        while heap[0] not in self._ending:
-            heapq.heappop(heap)
-        return heap[0]
 
     def _blocks_due(self, steps: int) -> int:
         """New blocks the batch takes over its next ``steps`` steps."""
