@@ -91,7 +91,7 @@ class Token:
     last: bool
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: made once per step (see ``Token``)
 class StepPlan:
     """The batch of one step and what it costs."""
 
@@ -129,7 +129,7 @@ def _ids(sequences: tuple[_Sequence, ...]) -> tuple[str, ...]:
     return tuple([s.request.request_id for s in sequences])
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class StepResult:
     tokens: tuple[Token, ...]
     finished: tuple[RequestTiming, ...]
@@ -475,20 +475,23 @@ class Engine:
             # Up to and including the next step that finishes a sequence.
             batch = self._batched
             step = self._steps
-            most = self._steps_with_blocks(min(self._ending) - step + 1)  # to the next ending
+            most, most_blocks = self._steps_with_blocks(min(self._ending) - step + 1)
             context = self._context + batch
             # ``step_cost_s(0, batch, context)``, its shared part taken once.
             fixed = self.params.step_cost_before_context_s(0, batch)
             per_context = self.params.decode_s_per_context_token
             ends: list[float] = []
-            while len(ends) < most and clock < until_s:
+            for _ in range(most):
+                if clock >= until_s:
+                    break
                 clock += fixed + per_context * context
                 context += batch
                 ends.append(clock)
             if not ends:
                 break
             steps = len(ends)
-            grown = self._blocks_due(steps)  # taken at once: the same blocks as step by step
+            # Taken at once: the same blocks as step by step.
+            grown = most_blocks if steps == most else self._blocks_due(steps)
             if grown:
                 self.cache.allocate(grown)
             self._times += ends
@@ -502,6 +505,64 @@ class Engine:
                 break  # the next arrival comes first
         self._trim_times()
         return clock, finished
+
+    def run_chunks(self, now: float, until_s: float) -> float:
+        """Runs, in one call, the steps that end before ``until_s`` and that nobody but the
+        clock sees: each computes the batch's tokens and a chunk of the prompt after it that
+        takes the rest of the token budget and does not complete it, so no request is
+        admitted, preempted, given its first token or finished. Exactly the steps
+        ``begin_step``/``end_step`` would run; a request waiting does not stop them (it
+        could not be admitted). Returns the clock after them (``now`` when none could run).
+        A simulator crosses a long prompt's chunks with it; the caller must not need the
+        engine between ``now`` and ``until_s`` (gauges read, a router's prefix lookups)."""
+        if self._in_step is not None:
+            return now
+        params = self.params
+        size = params.block_size
+        budget = params.max_batched_tokens
+        running = self._running
+        cache = self.cache
+        batch = self._batched
+        if batch >= budget or batch >= len(running):
+            return now  # the batch takes the budget, or no prompt follows it
+        sequence = running[batch]
+        request = sequence.request
+        left = budget - batch
+        # The batch and the prompt stay as they are across these steps: only the step's
+        # blocks, the prompt's progress and the batch's context change.
+        ending, due_at, times = self._ending, self._due, self._times
+        step, context = self._steps, self._context
+        clock = now
+        while request.prompt_tokens + sequence.generated - sequence.computed > left:
+            if step in ending:
+                break  # a batched sequence ends: its finish is the caller's to see
+            due = due_at[step % size] if batch else 0
+            before = sequence.computed
+            end = before + left
+            needed = -(-end // size) - sequence.blocks if end > sequence.blocks * size else 0
+            if due + needed > cache.available:
+                break  # the step would preempt or empty the batch
+            cost = params.step_cost_s(left, batch, context + batch, prompt_pairs(left, before))
+            if clock + cost >= until_s:
+                break
+            clock += cost
+            # ``begin_step``: the batch's new blocks, then the chunk's.
+            if due:
+                cache.allocate(due)
+            if needed:
+                cache.allocate(needed)
+                sequence.blocks += needed
+            # ``end_step``: the batch's tokens, the chunk computed and its full blocks keyed.
+            step += 1
+            times.append(clock)
+            context += batch
+            sequence.computed = end
+            if before < request.prompt_tokens and sequence.keys:
+                self._publish_full_blocks(sequence)
+        self._generation_tokens += (step - self._steps) * batch
+        self._steps, self._context = step, context
+        self._trim_times()
+        return clock
 
     @property
     def can_fast_forward(self) -> bool:
@@ -596,24 +657,30 @@ class Engine:
         size = self.params.block_size
         rounds, rest = divmod(steps, size)
         total = rounds * self._batched
-        first = self._steps
-        for offset in range(rest):
-            total += self._due[(first + offset) % size]
+        if rest:
+            due = self._due
+            first = self._steps % size
+            last = first + rest  # the steps' positions within a block: first..last-1
+            total += sum(due[first:last])  # the slice stops at the block's end
+            if last > size:
+                total += sum(due[: last - size])  # and wraps to its start
         return total
 
-    def _steps_with_blocks(self, most: int) -> int:
-        """The most steps (up to ``most``) the free blocks allow the batch."""
+    def _steps_with_blocks(self, most: int) -> tuple[int, int]:
+        """The most steps (up to ``most``) the free blocks allow the batch, and the blocks
+        it takes over them."""
         available = self.cache.available
         low, high = 0, max(0, most)
-        if self._blocks_due(high) <= available:
-            return high  # the usual case: one pass
+        blocks = self._blocks_due(high)
+        if blocks <= available:
+            return high, blocks  # the usual case: one pass
         while low < high:
             mid = (low + high + 1) // 2
             if self._blocks_due(mid) <= available:
                 low = mid
             else:
                 high = mid - 1
-        return low
+        return low, self._blocks_due(low)
 
     # ---------------------------------------------------------------- helpers
     def _admit(self, budget: int) -> list[_Sequence]:

@@ -104,6 +104,9 @@ class KVCache:
     def allocate(self, count: int) -> None:
         """Takes ``count`` private blocks, evicting cached ones when no free block is left;
         the caller checks ``available`` first."""
+        if count <= self._free:  # the usual case, once per engine step
+            self._free -= count
+            return
         if count > self.available:
             raise RuntimeError(f"allocate: {count} blocks wanted, {self.available} available")
         from_free = min(count, self._free)

@@ -30,7 +30,8 @@ def replay(
 ) -> Replay:
     """Serves ``(arrival_s, prompt_tokens, output_tokens, block_hashes)`` requests, named
     by their position ("0", "1", ...), until all have finished. ``fast`` crosses decode
-    stretches with ``Engine.fast_forward`` (same timings; those steps are not listed)."""
+    stretches with ``Engine.fast_forward`` and a long prompt's chunks with
+    ``Engine.run_chunks`` (same timings; those steps are not listed)."""
     engine = Engine(params)
     given = [
         Request(str(i), prompt, output, arrival, hashes)
@@ -52,6 +53,10 @@ def replay(
             timings.update((timing.request_id, timing) for timing in done)
             if engine.idle or clock >= until:
                 continue  # an arrival came during the stretch: it joins the next step
+            ahead = engine.run_chunks(clock, math.inf)  # arrivals meanwhile wait: see there
+            if ahead > clock:
+                clock = ahead
+                continue
         plan = engine.begin_step()
         if plan is None:  # cannot happen: the engine holds a request it can admit
             raise RuntimeError("replay: the engine has requests but planned no step")

@@ -49,16 +49,26 @@ class _Log:
     peeks: list[tuple[object, ...]] = field(default_factory=list)
     aborted: list[str] = field(default_factory=list)
     batched_most: int = 0  # the largest batch seen (0 when not batching)
+    chunk_steps: int = 0  # steps run by ``Engine.run_chunks``
 
 
 Arrivals = Callable[..., list[tuple[float, int, int, tuple[int, ...]]]]  # conftest.py's
 
 
 def _drive(
-    engine: Engine, drawn: Arrivals, seed: int, *, fast: bool, every_token: bool | None, chaos: bool
+    engine: Engine,
+    drawn: Arrivals,
+    seed: int,
+    *,
+    fast: bool,
+    every_token: bool | None,
+    chaos: bool,
+    chunks: bool = False,
 ) -> _Log:
     """Serves 150 requests drawn from ``seed``, with (``chaos``) aborts and timing reads
-    drawn at each step; ``every_token`` None draws it at each step."""
+    drawn at each step; ``every_token`` None draws it at each step. ``chunks`` runs a
+    prompt's chunks ahead before each step, up to the next arrival, a moment drawn, or
+    across arrivals (they wait, as in the cluster simulator with random routing)."""
     arrivals = [
         Request(str(i), prompt, output, at, hashes)
         for i, (at, prompt, output, hashes) in enumerate(
@@ -66,6 +76,7 @@ def _drive(
         )
     ]
     rng = random.Random(seed + 1)
+    bounds = random.Random(seed + 2)  # apart from ``rng``: the reference draws no bounds
     log = _Log()
     live: list[str] = []  # added, neither finished nor aborted, in order of arrival
     clock, next_arrival = 0.0, 0
@@ -101,6 +112,16 @@ def _drive(
             finish(done)
             if engine.idle or clock >= until:
                 continue
+        if chunks:
+            arrival = arrivals[next_arrival].arrival_s if next_arrival < len(arrivals) else 1e9
+            until = bounds.choice([arrival, 1e9, clock + bounds.uniform(0.0, 0.3)])
+            steps = engine.stats().steps
+            ahead = engine.run_chunks(clock, until)
+            assert ahead < until or ahead == clock
+            log.chunk_steps += engine.stats().steps - steps
+            if ahead > clock:
+                clock = ahead
+                continue  # the arrivals meanwhile join the queue first
         plan = engine.begin_step()
         if plan is None:
             continue  # everything left was aborted
@@ -164,6 +185,29 @@ def test_fast_forwarding_the_batch_gives_the_reference_timings(
     assert len(got.plans) < len(want.plans)  # some steps were fast-forwarded
     assert got.finished == want.finished
     assert batched.stats() == reference.stats()
+
+
+@pytest.mark.parametrize("fast", [False, True])
+@pytest.mark.parametrize(
+    "limits", [*LIMITS[1:3], dict(num_blocks=300, max_batched_tokens=40, block_size=4)]
+)
+def test_running_chunks_ahead_gives_the_reference_timings(
+    fast: bool, limits: dict[str, int], random_arrivals: Arrivals
+) -> None:
+    # Prompts longer than the steps' budget, preemptions (tight blocks) and prefix hits: the
+    # chunks run ahead are the steps the reference runs. (Steps are not planned one by one,
+    # so aborts drawn per step would differ: timings and counters are compared.)
+    params = _params(limits)
+    batched, reference = Engine(params), Engine(params, batch_decoders=False)
+    got = _drive(
+        batched, random_arrivals, 5, fast=fast, every_token=False, chaos=False, chunks=True
+    )
+    want = _drive(reference, random_arrivals, 5, fast=False, every_token=False, chaos=False)
+    budget = limits.get("max_batched_tokens", 8192)
+    assert (got.chunk_steps > 100) == (budget < 600)  # chunks ran ahead wherever prompts had any
+    assert got.finished == want.finished
+    assert batched.stats() == reference.stats()
+    assert batched.cache.evictions == reference.cache.evictions
 
 
 def test_a_stretch_crosses_block_boundaries_with_the_blocks_the_steps_would_take() -> None:

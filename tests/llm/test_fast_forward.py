@@ -11,11 +11,14 @@ from gpuserve.llm.params import EngineParams
 from gpuserve.llm.replay import replay
 
 
-@pytest.mark.parametrize("num_blocks", [27_000, 150])  # ample, and tight enough to preempt
+# Ample blocks, tight enough to preempt, and a budget that chunks most prompts.
+@pytest.mark.parametrize(("num_blocks", "budget"), [(27_000, 8192), (150, 8192), (27_000, 128)])
 def test_fast_replay_gives_the_same_timings(
-    num_blocks: int, random_arrivals: Callable[..., list[tuple[float, int, int, tuple[int, ...]]]]
+    num_blocks: int,
+    budget: int,
+    random_arrivals: Callable[..., list[tuple[float, int, int, tuple[int, ...]]]],
 ) -> None:
-    params = EngineParams(num_blocks=num_blocks, max_model_len=1000)
+    params = EngineParams(num_blocks=num_blocks, max_model_len=1000, max_batched_tokens=budget)
     requests = random_arrivals(3, 120, rate=8.0, prompts=(20, 700), most_output=300, shared=3)
     slow = replay(requests, params, fast=False)
     fast = replay(requests, params, fast=True)

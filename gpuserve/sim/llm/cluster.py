@@ -22,7 +22,6 @@ import gc
 import heapq
 import math
 import random
-from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -187,19 +186,32 @@ class _Replica:
 
 
 class _Histogram:
-    """Bucket counts and sum of one histogram, over the whole cluster."""
+    """Bucket counts and sum of one histogram, over the whole cluster. Observations wait in
+    ``observed`` until the histogram is read (``take_observed``, at each scrape)."""
 
-    __slots__ = ("bounds", "counts", "edges", "total")
+    __slots__ = ("bounds", "counts", "edges", "observed", "total")
 
     def __init__(self, bounds: Sequence[float]) -> None:
         self.bounds = tuple(bounds)
         self.edges = np.asarray(self.bounds)
         self.counts = [0.0] * (len(bounds) + 1)
         self.total = 0.0
+        self.observed: list[float] = []
 
-    def add(self, value: float) -> None:
-        self.counts[bisect_left(self.bounds, value)] += 1
-        self.total += value
+    def take_observed(self) -> None:
+        """Counts the waiting observations: the counts and the sum (added in order, the
+        same float) that adding each as it was made gives."""
+        values = self.observed
+        if not values:
+            return
+        index = np.searchsorted(self.edges, values, side="left")
+        for bucket, count in enumerate(np.bincount(index, minlength=len(self.counts))):
+            self.counts[bucket] += float(count)
+        total = self.total
+        for value in values:
+            total += value
+        self.total = total
+        values.clear()
 
     def add_gaps(self, series: list[list[float]]) -> None:
         """The gaps between consecutive values of each series (a simulation's token times,
@@ -211,10 +223,12 @@ class _Histogram:
         lengths = [len(values) for values in series]
         flat = np.fromiter(chain.from_iterable(series), dtype=np.float64, count=sum(lengths))
         diffs = np.diff(flat)
-        within = np.ones(len(diffs), dtype=bool)
-        within[np.cumsum(lengths[:-1], dtype=np.intp) - 1] = False  # across two series
-        index = np.searchsorted(self.edges, diffs[within], side="left")
-        for bucket, count in enumerate(np.bincount(index, minlength=len(self.counts))):
+        index = np.searchsorted(self.edges, diffs, side="left")
+        counts = np.bincount(index, minlength=len(self.counts))
+        # Less the differences across two series (one series' last, the next one's first).
+        across = np.cumsum(lengths[:-1], dtype=np.intp) - 1
+        counts -= np.bincount(index[across], minlength=len(self.counts))
+        for bucket, count in enumerate(counts):
             self.counts[bucket] += float(count)
         start = 0
         for length in lengths:
@@ -288,6 +302,9 @@ class _Simulation:
             _OUTPUTS: _Histogram(sizes),
         }
         self.finished_tokens: list[list[float]] = []  # token times not yet in _TPOT
+        # Each histogram's waiting observations, one lookup nearer.
+        self.prompts_observed = self.histograms[_PROMPTS].observed
+        self.outputs_observed = self.histograms[_OUTPUTS].observed
         self.next_scrape = 0.0
         self.snapshots: list[VllmSnapshot] = []
         self.size_log: list[tuple[float, int]] = []
@@ -298,6 +315,8 @@ class _Simulation:
         # order, and a replica's decode stretch runs on until its own next arrival
         # instead of the cluster's.
         self.routes: deque[_Replica] = deque()  # drawn for next_arrival, next_arrival + 1...
+        # ``_serving``'s last answer: (from, until, replicas).
+        self.kept_serving: tuple[float, float, list[_Replica]] | None = None
         self.next_eval = math.inf
         for _ in range(config.initial_replicas):
             self._add_replica(0.0, instant=True)
@@ -310,14 +329,17 @@ class _Simulation:
     # ------------------------------------------------------------------ loop
     def run(self, on_scrape: Callable[[float], None] | None) -> ClusterRun:
         requests = self.trace.requests
-        while self.next_arrival < len(requests) or self._busy():
-            arrival = (
-                requests[self.next_arrival].arrival_s
-                if self.next_arrival < len(requests)
-                else math.inf
-            )
-            if self.heap and self.heap[0][0] < arrival:
-                at, _, kind, index = heapq.heappop(self.heap)
+        count = len(requests)
+        heap = self.heap
+        while True:
+            if self.next_arrival < count:
+                arrival = requests[self.next_arrival].arrival_s
+            elif self._busy():
+                arrival = math.inf
+            else:
+                break
+            if heap and heap[0][0] < arrival:
+                at, _, kind, index = heapq.heappop(heap)
                 if kind == _TICK:
                     self._tick(self.replicas[index], at)
                 elif kind == _SCRAPE:
@@ -357,7 +379,16 @@ class _Simulation:
             self._schedule_tick(replica, max(now, replica.ready))
 
     def _serving(self, now: float) -> list[_Replica]:
-        return [r for r in self.replicas if r.gone is None and not r.draining and r.ready <= now]
+        """The replicas that take requests at ``now`` (the caller does not change the list).
+        Kept from one call to the next until a replica becomes ready, is added or drains."""
+        kept = self.kept_serving
+        if kept is not None and kept[0] <= now < kept[1]:
+            return kept[2]
+        live = [r for r in self.replicas if r.gone is None and not r.draining]
+        serving = [r for r in live if r.ready <= now]
+        upcoming = min((r.ready for r in live if r.ready > now), default=math.inf)
+        self.kept_serving = (now, upcoming, serving)
+        return serving
 
     def _next_arrival_for(self, replica: _Replica) -> float:
         """When the next request that may go to ``replica`` arrives: under random routing
@@ -399,8 +430,8 @@ class _Simulation:
         if replica.in_step:
             replica.in_step = False
             result = engine.end_step(now, every_token=False)  # first tokens only
-            for token in result.tokens:
-                self.histograms[_TTFT].add(token.gap_s)
+            if result.tokens:
+                self.histograms[_TTFT].observed += [token.gap_s for token in result.tokens]
             for timing in result.finished:
                 self._finish(timing)
         if engine.can_fast_forward:
@@ -409,6 +440,16 @@ class _Simulation:
             clock, finished = engine.fast_forward(now, until)
             for timing in finished:
                 self._finish(timing)
+            if clock > now:
+                self._schedule_tick(replica, clock)
+                return
+        else:
+            # A long prompt's chunks: until the next scrape reads the gauges, or, where
+            # the router looks into the replicas' caches, the next arrival.
+            until = self.next_scrape
+            if self.config.routing != "random":
+                until = min(until, self._next_arrival_time())
+            clock = engine.run_chunks(now, until)
             if clock > now:
                 self._schedule_tick(replica, clock)
                 return
@@ -431,8 +472,8 @@ class _Simulation:
         if len(tokens) > 1:
             # Read only at scrapes: the gaps are added there, all at once.
             self.finished_tokens.append(tokens)
-        self.histograms[_PROMPTS].add(float(timing.prompt_tokens))
-        self.histograms[_OUTPUTS].add(float(len(tokens)))
+        self.prompts_observed.append(float(timing.prompt_tokens))
+        self.outputs_observed.append(float(len(tokens)))
 
     # ------------------------------------------------------------------ replicas
     def _committed(self) -> int:
@@ -442,6 +483,7 @@ class _Simulation:
         ready = now if instant else now + self.config.startup_s
         replica = _Replica(len(self.replicas), self.config.params, now, ready)
         self.replicas.append(replica)
+        self.kept_serving = None
         if ready > now:
             self._push(ready, _READY, replica.index)
 
@@ -450,6 +492,7 @@ class _Simulation:
         # Starting replicas first (they serve nobody yet), then the newest serving one.
         victim = max(live, key=lambda r: (r.ready > now, r.created))
         victim.draining = True
+        self.kept_serving = None
         if victim.engine.idle and not victim.ticking:
             self._retire(victim, now)
 
@@ -474,6 +517,8 @@ class _Simulation:
     def _scrape(self, now: float) -> None:
         self.histograms[_TPOT].add_gaps(self.finished_tokens)
         self.finished_tokens = []
+        for histogram in self.histograms.values():
+            histogram.take_observed()
         self.snapshots.append(snapshot_from_samples(now, self._samples()))
         self.next_scrape = now + self.config.scrape_interval_s
         if self._busy() or self.next_arrival < len(self.trace.requests):
