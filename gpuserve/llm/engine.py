@@ -687,17 +687,23 @@ class Engine:
         admitted: list[_Sequence] = []
         while self._waiting and budget > 0 and len(self._running) < self.params.max_running:
             sequence = self._waiting[0]
-            # The last token is always computed (it yields the next), so a prompt is never
-            # served entirely from the cache.
-            reusable = sequence.keys[: (sequence.num_tokens - 1) // self.params.block_size]
-            hits = reusable[: self.cache.match(reusable)]
+            tokens = sequence.num_tokens
+            if sequence.keys:
+                # The last token is always computed (it yields the next), so a prompt is
+                # never served entirely from the cache.
+                reusable = sequence.keys[: (tokens - 1) // self.params.block_size]
+                hits = reusable[: self.cache.match(reusable)]
+                idle = self.cache.idle_among(hits)
+            else:
+                hits, idle = (), 0  # nothing to look up
             computed = len(hits) * self.params.block_size
-            pending = min(sequence.num_tokens - computed, budget)
+            pending = min(tokens - computed, budget)
             needed = self.params.blocks_for(computed + pending) - len(hits)
-            if needed > self.cache.available - self.cache.idle_among(hits):
+            if needed > self.cache.available - idle:
                 break
             self._waiting.popleft()
-            self.cache.acquire(hits)
+            if hits:
+                self.cache.acquire(hits)
             sequence.held_keys = list(hits)
             sequence.blocks = len(hits)
             sequence.computed = computed
