@@ -1,9 +1,11 @@
-"""The cluster simulator's TPOT histogram takes a scrape's finished requests at once: the
-same bucket counts and the same sum, to the last bit, as adding each request's gaps."""
+"""The cluster simulator's histograms take a scrape's observations at once: the same
+bucket counts and the same sum, to the last bit, as adding each observation (for TPOT,
+each request's gaps) as it is made."""
 
 from __future__ import annotations
 
 import random
+from bisect import bisect_left
 
 import numpy as np
 import pytest
@@ -42,3 +44,20 @@ def test_no_series_adds_nothing() -> None:
     histogram = _Histogram(vllm.TPOT_BUCKETS)
     histogram.add_gaps([])
     assert histogram.total == 0.0 and not any(histogram.counts)
+
+
+def test_observations_taken_at_a_scrape_match_each_added_as_made() -> None:
+    rng = random.Random(4)
+    histogram = _Histogram(vllm.TTFT_BUCKETS)
+    counts, total = [0.0] * (len(vllm.TTFT_BUCKETS) + 1), 0.0
+    for scrape in range(3):
+        # A bound itself counts in its own bucket (``le``), as Prometheus counts.
+        values = [rng.expovariate(2.0) for _ in range(50 * scrape)] + [vllm.TTFT_BUCKETS[2]]
+        for value in values:
+            histogram.observed.append(value)
+            counts[bisect_left(vllm.TTFT_BUCKETS, value)] += 1.0
+            total += value
+        histogram.take_observed()
+        assert histogram.counts == counts
+        assert histogram.total == total  # the same float
+        assert histogram.observed == []  # taken once

@@ -1,8 +1,9 @@
 """Token-level simulation of N LLM replicas behind a router, resized by a scaler.
 
 Each replica runs the engine model of ``gpuserve.llm.engine`` on a virtual clock, step by
-step while requests arrive or prefill and in one stretch (``Engine.fast_forward``) while
-its batch only decodes. The event loop merges the sorted arrivals with a heap of replica
+step while requests arrive or complete their prompts, and in one stretch while its batch
+only decodes (``Engine.fast_forward``) or computes a long prompt's chunks
+(``Engine.run_chunks``). The event loop merges the sorted arrivals with a heap of replica
 steps, replica start-ups and scrapes, so the cost is per step that changes the batch, not
 per token.
 
@@ -303,6 +304,7 @@ class _Simulation:
         }
         self.finished_tokens: list[list[float]] = []  # token times not yet in _TPOT
         # Each histogram's waiting observations, one lookup nearer.
+        self.ttft_observed = self.histograms[_TTFT].observed
         self.prompts_observed = self.histograms[_PROMPTS].observed
         self.outputs_observed = self.histograms[_OUTPUTS].observed
         self.next_scrape = 0.0
@@ -431,7 +433,7 @@ class _Simulation:
             replica.in_step = False
             result = engine.end_step(now, every_token=False)  # first tokens only
             if result.tokens:
-                self.histograms[_TTFT].observed += [token.gap_s for token in result.tokens]
+                self.ttft_observed += [token.gap_s for token in result.tokens]
             for timing in result.finished:
                 self._finish(timing)
         if engine.can_fast_forward:
