@@ -539,7 +539,7 @@ class Engine:
             due = due_at[step % size] if batch else 0
             before = sequence.computed
             end = before + left
-            needed = -(-end // size) - sequence.blocks if end > sequence.blocks * size else 0
+            needed = max(0, params.blocks_for(end) - sequence.blocks)
             if due + needed > cache.available:
                 break  # the step would preempt or empty the batch
             cost = params.step_cost_s(left, batch, context + batch, prompt_pairs(left, before))
@@ -559,6 +559,8 @@ class Engine:
             sequence.computed = end
             if before < request.prompt_tokens and sequence.keys:
                 self._publish_full_blocks(sequence)
+        if step == self._steps:
+            return now  # no step could run
         self._generation_tokens += (step - self._steps) * batch
         self._steps, self._context = step, context
         self._trim_times()

@@ -30,6 +30,7 @@ from itertools import chain
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from gpuserve.llm import metrics as vllm
 from gpuserve.llm.capacity import TokenObjectives
@@ -187,10 +188,12 @@ class _Replica:
 
 
 class _Histogram:
-    """Bucket counts and sum of one histogram, over the whole cluster. Observations wait in
-    ``observed`` until the histogram is read (``take_observed``, at each scrape)."""
+    """Bucket counts and sum of one histogram, over the whole cluster. Observations wait
+    until the histogram is read (``take_observed``, at each scrape): values in
+    ``observed``, series whose gaps are observed (a request's token times) in
+    ``observed_gaps``."""
 
-    __slots__ = ("bounds", "counts", "edges", "observed", "total")
+    __slots__ = ("bounds", "counts", "edges", "observed", "observed_gaps", "total")
 
     def __init__(self, bounds: Sequence[float]) -> None:
         self.bounds = tuple(bounds)
@@ -198,21 +201,33 @@ class _Histogram:
         self.counts = [0.0] * (len(bounds) + 1)
         self.total = 0.0
         self.observed: list[float] = []
+        self.observed_gaps: list[list[float]] = []
 
     def take_observed(self) -> None:
         """Counts the waiting observations: the counts and the sum (added in order, the
         same float) that adding each as it was made gives."""
+        self.add_gaps(self.observed_gaps)
+        self.observed_gaps.clear()
         values = self.observed
         if not values:
             return
-        index = np.searchsorted(self.edges, values, side="left")
-        for bucket, count in enumerate(np.bincount(index, minlength=len(self.counts))):
-            self.counts[bucket] += float(count)
+        self._add_counts(np.searchsorted(self.edges, values, side="left"))
         total = self.total
         for value in values:
             total += value
         self.total = total
         values.clear()
+
+    def _add_counts(
+        self, index: npt.NDArray[np.intp], less: npt.NDArray[np.intp] | None = None
+    ) -> None:
+        """Counts observations by their bucket ``index``, less those indexed in ``less``."""
+        buckets = len(self.counts)
+        counts = np.bincount(index, minlength=buckets)
+        if less is not None:
+            counts -= np.bincount(less, minlength=buckets)
+        for bucket, count in enumerate(counts):
+            self.counts[bucket] += float(count)
 
     def add_gaps(self, series: list[list[float]]) -> None:
         """The gaps between consecutive values of each series (a simulation's token times,
@@ -225,12 +240,9 @@ class _Histogram:
         flat = np.fromiter(chain.from_iterable(series), dtype=np.float64, count=sum(lengths))
         diffs = np.diff(flat)
         index = np.searchsorted(self.edges, diffs, side="left")
-        counts = np.bincount(index, minlength=len(self.counts))
         # Less the differences across two series (one series' last, the next one's first).
         across = np.cumsum(lengths[:-1], dtype=np.intp) - 1
-        counts -= np.bincount(index[across], minlength=len(self.counts))
-        for bucket, count in enumerate(counts):
-            self.counts[bucket] += float(count)
+        self._add_counts(index, less=index[across])
         start = 0
         for length in lengths:
             self.total += float(diffs[start : start + length - 1].sum())
@@ -302,8 +314,8 @@ class _Simulation:
             _PROMPTS: _Histogram(sizes),
             _OUTPUTS: _Histogram(sizes),
         }
-        self.finished_tokens: list[list[float]] = []  # token times not yet in _TPOT
         # Each histogram's waiting observations, one lookup nearer.
+        self.tpot_observed = self.histograms[_TPOT].observed_gaps
         self.ttft_observed = self.histograms[_TTFT].observed
         self.prompts_observed = self.histograms[_PROMPTS].observed
         self.outputs_observed = self.histograms[_OUTPUTS].observed
@@ -473,7 +485,7 @@ class _Simulation:
         tokens = timing.token_s
         if len(tokens) > 1:
             # Read only at scrapes: the gaps are added there, all at once.
-            self.finished_tokens.append(tokens)
+            self.tpot_observed.append(tokens)
         self.prompts_observed.append(float(timing.prompt_tokens))
         self.outputs_observed.append(float(len(tokens)))
 
@@ -517,8 +529,6 @@ class _Simulation:
 
     # ------------------------------------------------------------------ metrics
     def _scrape(self, now: float) -> None:
-        self.histograms[_TPOT].add_gaps(self.finished_tokens)
-        self.finished_tokens = []
         for histogram in self.histograms.values():
             histogram.take_observed()
         self.snapshots.append(snapshot_from_samples(now, self._samples()))
