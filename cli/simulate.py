@@ -38,6 +38,7 @@ from gpuserve.autoscaling.from_spec import (
     policy_config_from_spec,
     stated_service_times,
 )
+from gpuserve.autoscaling.outruns import covered_condition
 from gpuserve.sim.comparing import Setup, add_replay_arguments
 from gpuserve.sim.config import SimConfig
 from gpuserve.sim.from_spec import (
@@ -51,6 +52,7 @@ from gpuserve.sim.lineup import POLICIES, PolicyName, calibrate, make_scaler, si
 from gpuserve.sim.llm.from_spec import is_llm
 from gpuserve.sim.oracle import OraclePlan, plan_oracle
 from gpuserve.sim.results import SimResult
+from gpuserve.sim.scalers import GpuserveScaler, Scaler
 from gpuserve.sim.simulating import simulate
 from gpuserve.sim.workload import Workload, parse_trace, workload_from_trace
 
@@ -182,11 +184,13 @@ def run(args: argparse.Namespace) -> int:
         initial_replicas=max(1, policy.min_replicas, min(policy.max_replicas, steady)),
     )
     started = time.perf_counter()
-    result = _run(args.policy, config=config, policy=policy, workload=workload)
+    result, outruns = _run(args.policy, config=config, policy=policy, workload=workload)
     elapsed = time.perf_counter() - started
     _, skipped = placement_order(spec, classes)
     print(_inputs(config, times, stated, [issue.message for issue in skipped]))
     print(_report(service.metadata.name, args, result, policy, elapsed))
+    if outruns is not None:
+        print(outruns)
     if args.plot:
         title = (
             f"{service.metadata.name} ({result.policy}): {args.trace.name} at "
@@ -282,7 +286,7 @@ def _times(docs: list[tuple[str, dict[str, Any]]]) -> ServiceTimeModel | None:
 
 def _run(
     name: PolicyName, *, config: SimConfig, policy: PolicyConfig, workload: Workload
-) -> SimResult:
+) -> tuple[SimResult, str | None]:
     plan: OraclePlan | None = None
     calibration = None
     if name in ("oracle", "static"):
@@ -290,9 +294,28 @@ def _run(
     if name in ("hpa", "kpa", "keda"):
         calibration = calibrate(config=config)
     scaler = make_scaler(name, policy=policy, calibration=calibration, plan=plan)
+    if isinstance(scaler, GpuserveScaler):
+        scaler.keep_decisions = True  # for the BurstsCovered line of the report
     start = plan.replicas[0] if plan else config.initial_replicas
     cfg = replace(sim_config_for(name, config, config.warm_pool), initial_replicas=start)
-    return simulate(config=cfg, workload=workload, scaler=scaler)
+    result = simulate(config=cfg, workload=workload, scaler=scaler)
+    return result, _tallest_outrun(scaler, policy, config.measure_from)
+
+
+def _tallest_outrun(scaler: Scaler, policy: PolicyConfig, since: float) -> str | None:
+    """What the BurstsCovered condition would have said at the tallest burst that outran
+    the ready pods in the measured part (gpuserve's policy only; None for the others)."""
+    if not isinstance(scaler, GpuserveScaler):
+        return None
+    reports = [d.outruns for t, d in scaler.decisions if t >= since and d.outruns is not None]
+    if not reports:
+        return None
+    found = max(reports, key=lambda r: (r.bursts > 0, r.height))
+    status, reason, message = covered_condition(
+        found, min_replicas=policy.min_replicas, max_replicas=policy.max_replicas
+    )
+    when = "at the tallest burst" if found.bursts else "throughout"
+    return f"BurstsCovered={status} {reason} ({when}): {message}"
 
 
 def _report(

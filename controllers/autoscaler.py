@@ -35,6 +35,7 @@ from gpuserve.api.status import InferenceServiceStatus, ScalingDecisionStatus
 from gpuserve.autoscaling import Decision, MetricHistory, MetricSample, PolicyMemory, decide
 from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.from_spec import policy_config_from_spec
+from gpuserve.autoscaling.outruns import covered_condition
 from gpuserve.autoscaling.pools import PoolState
 from gpuserve.llm.calibrating import calibrated
 from gpuserve.llm.deciding import LLMPolicy, decide_llm
@@ -211,6 +212,16 @@ def _decide_and_record(
         conds.set("MetricsAvailable", "False", missing, why)
     else:
         conds.set("MetricsAvailable", "True", "MetricsFresh", "Triton metrics are fresh")
+    if decision.outruns is not None:
+        scaling = svc.spec.scaling
+        conds.set(
+            "BurstsCovered",
+            *covered_condition(
+                decision.outruns,
+                min_replicas=scaling.min_replicas,
+                max_replicas=scaling.max_replicas,
+            ),
+        )
     status.conditions = conds.conditions
     advisory = svc.spec.scaling.mode == "advisory"
     p95 = reading.sample.get("p95_latency")

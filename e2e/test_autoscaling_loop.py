@@ -4,7 +4,7 @@ scraping it, the operator's autoscaler reading Prometheus and scaling the pools.
 - A load step beyond one replica's capacity scales the service up, and latency comes back
   under the SLO while the load goes on; once the load stops the service returns to
   minReplicas after the scale-down stabilisation window. Decisions and their reasons are
-  in status and in events.
+  in status and in events; BurstsCovered says no burst outran the ready pods.
 - A Prometheus outage holds the replica count (no scale-down on missing data), shows
   MetricsAvailable=False, and scaling resumes once Prometheus is back on the same port.
 """
@@ -132,6 +132,12 @@ def test_load_step_scales_up_meets_the_slo_and_scales_back_down(
     status = service_status(stack.cluster, namespace, name)
     ups = [d for d in status.get("decisions", []) if d["desiredReplicas"] >= 2]
     assert ups and all(d["reason"] for d in ups), status.get("decisions")
+    # The step overloaded one replica until the second was ready: a scale-up served it,
+    # so it is no burst that outran the pods (that would be BurstsCovered=False).
+    covered = condition(status, "BurstsCovered")
+    assert covered and (covered["status"], covered["reason"]) == ("True", "WithinReadyCapacity"), (
+        covered
+    )
     assert ups[0]["applied"] is True
     assert peak["desiredReplicas"] >= 2
 

@@ -14,6 +14,7 @@ ORDER = (
     "Stalled",
     "Schedulable",
     "MetricsAvailable",
+    "BurstsCovered",
     "InferencePoolApplied",
 )
 

@@ -18,6 +18,7 @@ from gpuserve.autoscaling.capacity import CapacityEstimate, replica_capacity
 from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory, added_up
 from gpuserve.autoscaling.metrics import MetricHistory, MetricSample, latest_of, mean_of
+from gpuserve.autoscaling.outruns import OutrunReport, outran, track_outruns
 from gpuserve.autoscaling.pools import PoolState
 from gpuserve.autoscaling.trend import hold_window, significant_slope
 
@@ -185,6 +186,22 @@ def decide(
         level_window_s=config.stable_window,
         window_s=config.rate_window,
     )
+    # A surge past what the pods able to serve within seconds (ready or warm) serve: the
+    # rate it reached, over the window it was measured on.
+    reached = rose_from + surge
+    over = arriving[1] if arriving[1] > 0 and arriving[0] >= reached - _EPS else config.rate_window
+    able = sum(p.serving_ready + p.warm_ready for p in pools.classes)
+    able_rate = sum((p.serving_ready + p.warm_ready) * caps[p.name].rate for p in pools.classes)
+    outruns, outran_report = track_outruns(
+        memory.outruns,
+        now=now,
+        memory_s=config.burst_memory,
+        gap_s=config.rate_window,
+        horizon_s=horizon,
+        able=able,
+        rate=reached if surge > 0.0 and outran(reached, able_rate, over) else None,
+        pods_for=lambda rate: _replicas_for_rate(rate, caps, pools),
+    )
     warm_pool: int | None = None
     if config.warm_pool_auto:
         # Standby pods answer a surge in a promotion instead of a cold start, so the miss
@@ -328,7 +345,13 @@ def decide(
             why += f"; scale-down limited to {committed - target} pods this step"
     return finish_decision(
         pools=pools,
-        memory=replace(memory, recommendations=tuple(window), since=since, surges=surges),
+        memory=replace(
+            memory,
+            recommendations=tuple(window),
+            since=since,
+            surges=surges,
+            outruns=outruns,
+        ),
         now=now,
         mode="panic" if panicking else "steady",
         target=_clamp(config, target),
@@ -336,6 +359,7 @@ def decide(
         reason=why,
         signals=signals,
         warm_pool=warm_pool,
+        outruns=outran_report if config.burst_memory > 0 else None,
     )
 
 
@@ -624,6 +648,7 @@ def finish_decision(
     reason: str,
     signals: dict[str, float],
     warm_pool: int | None = None,
+    outruns: OutrunReport | None = None,
 ) -> Decision:
     """The actions that take ``pools`` to ``target`` serving pods, the resulting size and
     the memory after it: the last step of every rule (the LLM rule's too)."""
@@ -650,6 +675,7 @@ def finish_decision(
         ),
         signals=signals,
         warm_pool=warm_pool,
+        outruns=outruns,
     )
 
 

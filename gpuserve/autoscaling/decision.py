@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from gpuserve.autoscaling.outruns import OutrunReport, Outruns
+
 Mode = Literal["hold", "steady", "panic"]
 
 
@@ -49,6 +51,10 @@ class PolicyMemory:
     dispersions: one record per minute over the burst memory (the LLM rule): (start, sum
         of the evaluations' estimates of the arrivals' index of dispersion, evaluations);
         ``gpuserve.llm.dispersion``.
+    outruns: one record per stretch of evaluations over the burst memory that measured a
+        surge past what the pods able to serve within seconds serve: (first and last
+        evaluation, the highest rate, req/s; the pods able to serve when it began, the
+        most during it); ``gpuserve.autoscaling.outruns``.
     since: time of the first evaluation this memory has seen; until a whole scale-down
         window has been observed, the current size counts as a recommendation (after an
         operator restart the policy cannot know what it recommended before).
@@ -61,12 +67,14 @@ class PolicyMemory:
     panic_until: float | None = None
     surges: tuple[tuple[float, float, float, float], ...] = ()
     dispersions: tuple[tuple[float, float, int], ...] = ()
+    outruns: Outruns = ()
 
     def to_status(self) -> dict[str, Any]:
         return {
             "recommendations": [[t, n] for t, n in self.recommendations],
             "surges": [[t, round(v, 3), round(d, 3), round(b, 3)] for t, v, d, b in self.surges],
             "dispersions": [[t, round(s, 3), n] for t, s, n in self.dispersions],
+            "outruns": [[s, t, round(r, 3), a, m] for s, t, r, a, m in self.outruns],
             "since": self.since,
             "lastScaleUp": self.last_scale_up,
             "lastScaleDown": self.last_scale_down,
@@ -99,6 +107,13 @@ class PolicyMemory:
                 dispersions.append((float(entry[0]), float(entry[1]), int(entry[2])))
             except (TypeError, ValueError, IndexError):
                 continue
+        outruns: list[tuple[float, float, float, int, int]] = []
+        for entry in body.get("outruns") or []:
+            try:
+                first, last, rate = float(entry[0]), float(entry[1]), float(entry[2])
+                outruns.append((first, last, rate, int(entry[3]), int(entry[4])))
+            except (TypeError, ValueError, IndexError):
+                continue
         return cls(
             recommendations=tuple(recs),
             since=_float_or_none(body.get("since")),
@@ -107,6 +122,7 @@ class PolicyMemory:
             panic_until=_float_or_none(body.get("panicUntil")),
             surges=tuple(surges),
             dispersions=tuple(dispersions),
+            outruns=tuple(outruns),
         )
 
 
@@ -123,6 +139,8 @@ class Decision:
     current_replicas: serving pods ready or starting before the actions.
     desired_replicas: the same count once the actions are applied.
     warm_pool: standby pods wanted (warm pool auto), None: keep the configured size.
+    outruns: the bursts that outran the ready pods (``gpuserve.autoscaling.outruns``);
+        None where the rule did not look (no metrics, burst memory off).
     """
 
     mode: Mode
@@ -133,6 +151,7 @@ class Decision:
     memory: PolicyMemory
     signals: dict[str, float] = field(default_factory=dict)
     warm_pool: int | None = None
+    outruns: OutrunReport | None = None
 
     @property
     def delta(self) -> int:

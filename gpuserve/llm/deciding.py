@@ -44,6 +44,7 @@ from gpuserve.autoscaling.bursts import burst_bound, burst_headroom, remember_mi
 from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S
 from gpuserve.autoscaling.deciding import finish_decision
 from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory
+from gpuserve.autoscaling.outruns import OutrunReport, outran, track_outruns
 from gpuserve.autoscaling.pools import PoolState
 from gpuserve.autoscaling.trend import hold_window, minute_trend
 from gpuserve.llm.capacity import LoadShape, TokenObjectives, replica_capacity, saturation_rate
@@ -150,6 +151,19 @@ def decide_llm(
         stable_rate,
         level_window_s=stable.window_s,
         window_s=recent.window_s,
+    )
+    # A surge past what the replicas able to serve within seconds (ready or warm) serve.
+    able = pools.serving_ready + pools.warm_ready
+    past = surge > 0.0 and outran(recent_rate, able * per_replica, recent.window_s)
+    outruns, outran_report = track_outruns(
+        memory.outruns,
+        now=now,
+        memory_s=policy.burst_memory_s,
+        gap_s=recent.window_s,
+        horizon_s=policy.startup_s,
+        able=able,
+        rate=recent_rate if past else None,
+        pods_for=lambda rate: replicas_for(rate, per_replica) if per_replica > 0 else 0,
     )
     if rise > SURGE_Z * noise * math.sqrt(dispersion):
         demand = recent_rate + rise * min(1.0, policy.startup_s / stable.window_s)
@@ -276,6 +290,7 @@ def decide_llm(
         recommendations=kept,
         since=since,
         surges=surges,
+        outruns=outruns,
         dispersions=remember_dispersion(
             memory.dispersions,
             now,
@@ -283,7 +298,8 @@ def decide_llm(
             memory_s=policy.burst_memory_s,
         ),
     )
-    return _decision(policy, pools, memory, now, mode, target, reason, signals)
+    report = outran_report if policy.burst_memory_s > 0 else None
+    return _decision(policy, pools, memory, now, mode, target, reason, signals, report)
 
 
 def replicas_for(rate: float, per_replica: float) -> int:
@@ -311,6 +327,7 @@ def _decision(
     target: int,
     reason: str,
     signals: dict[str, float],
+    outruns: OutrunReport | None = None,
 ) -> Decision:
     return finish_decision(
         pools=pools,
@@ -321,4 +338,5 @@ def _decision(
         panic_until=memory.panic_until,
         reason=reason,
         signals=signals,
+        outruns=outruns,
     )
