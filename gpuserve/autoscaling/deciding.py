@@ -18,7 +18,7 @@ from gpuserve.autoscaling.capacity import CapacityEstimate, replica_capacity
 from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory, added_up
 from gpuserve.autoscaling.metrics import MetricHistory, MetricSample, latest_of, mean_of
-from gpuserve.autoscaling.outruns import OutrunReport, outran, track_outruns
+from gpuserve.autoscaling.outruns import OutrunReport, Seen, track_outruns
 from gpuserve.autoscaling.pools import PoolState
 from gpuserve.autoscaling.trend import hold_window, significant_slope
 
@@ -186,20 +186,26 @@ def decide(
         level_window_s=config.stable_window,
         window_s=config.rate_window,
     )
-    # A surge past what the pods able to serve within seconds (ready or warm) serve: the
-    # rate it reached, over the window it was measured on.
-    reached = rose_from + surge
-    over = arriving[1] if arriving[1] > 0 and arriving[0] >= reached - _EPS else config.rate_window
-    able = sum(p.serving_ready + p.warm_ready for p in pools.classes)
-    able_rate = sum((p.serving_ready + p.warm_ready) * caps[p.name].rate for p in pools.classes)
+    # The arrivals now against what the pods able to serve within seconds (ready or warm)
+    # serve: the panic window's rate, or the last scrape interval's where larger (as the
+    # surge test reads them).
+    measured, over = demand.panic, config.rate_window
+    if arriving[1] > 0 and arriving[0] > measured:
+        measured, over = arriving
+    seen = Seen(
+        rate=measured,
+        window_s=over,
+        surge=surge > 0.0,
+        able=sum(p.serving_ready + p.warm_ready for p in pools.classes),
+        capacity=sum((p.serving_ready + p.warm_ready) * caps[p.name].rate for p in pools.classes),
+    )
     outruns, outran_report = track_outruns(
         memory.outruns,
+        seen,
         now=now,
         memory_s=config.burst_memory,
         gap_s=config.rate_window,
         horizon_s=horizon,
-        able=able,
-        rate=reached if surge > 0.0 and outran(reached, able_rate, over) else None,
         pods_for=lambda rate: _replicas_for_rate(rate, caps, pools),
     )
     warm_pool: int | None = None

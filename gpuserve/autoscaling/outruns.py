@@ -5,10 +5,10 @@ overloads them until more pods are ready. When the overload is over within a col
 it is over before any pod started for it serves: only pods held before it could have
 served it (``gpuserve.autoscaling.bursts`` holds headroom for the bursts seen, but a burst
 taller than those seen lands on the pods there are). Both scaling rules keep one record per
-stretch of evaluations that measured such an overload (a rise beyond its noise, past the
-capacity beyond the rate's own noise); ``outran_bursts`` picks the stretches that ended
-within a start-up with no pod added meanwhile, and the tallest of them, so status can say
-so and name the pods that serve it.
+stretch of evaluations that measured such an overload (begun by a rise beyond its noise,
+past the capacity beyond the rate's own noise); ``outran_bursts`` picks the stretches that
+ended within a start-up with no pod added to end them, and the tallest of them, so status
+can say so and name the pods that serve it.
 """
 
 from __future__ import annotations
@@ -34,28 +34,43 @@ def outran(rate: float, capacity: float, window_s: float) -> bool:
     return rate > capacity + BEYOND_Z * math.sqrt(max(rate, 0.0) / max(window_s, 1e-9))
 
 
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What one evaluation measured: the arrival rate over ``window_s``, whether it rose
+    beyond its noise within a start-up (a surge), and the pods able to serve within
+    seconds (ready or warm) with the rate they serve."""
+
+    rate: float
+    window_s: float
+    surge: bool
+    able: int
+    capacity: float
+
+
 def remember_outrun(
-    outruns: Outruns,
-    *,
-    now: float,
-    memory_s: float,
-    gap_s: float,
-    able: int,
-    rate: float | None = None,
+    outruns: Outruns, seen: Seen, *, now: float, memory_s: float, gap_s: float
 ) -> Outruns:
-    """The records younger than ``memory_s``, and ``rate`` where one was measured past the
-    capacity of the ``able`` pods: it extends the newest stretch when that one's last
-    evaluation is at most ``gap_s`` old (a rate over a window that long can dip below the
-    capacity within one burst), and starts a stretch otherwise. A stretch also keeps the
-    most pods able to serve while it was measured."""
+    """The records younger than ``memory_s``, with ``seen``.
+
+    A surge past the able pods' capacity starts a stretch; a rate past it extends the
+    newest stretch, surge or not (the overload goes on), when that one's last evaluation
+    is at most ``gap_s`` old (a rate over a window that long can dip below the capacity
+    within one burst). A stretch keeps the most pods able while it was measured and,
+    where an evaluation just after it still measures more than its first pods serve, the
+    pods then: those added since ended it, not the burst."""
     kept = [r for r in outruns if r[1] > now - memory_s]
-    newest = kept[-1] if kept else None
-    ongoing = newest is not None and now - newest[1] <= gap_s
-    if rate is not None and ongoing and newest is not None:
+    newest = kept[-1] if kept and now - kept[-1][1] <= gap_s else None
+    past = outran(seen.rate, seen.capacity, seen.window_s)
+    if past and newest is not None:
         start, _, height, first, most = newest
-        kept[-1] = (start, now, max(height, rate), first, max(most, able))
-    elif rate is not None:
-        kept.append((now, now, rate, able, able))
+        kept[-1] = (start, now, max(height, seen.rate), first, max(most, seen.able))
+    elif past and seen.surge:
+        kept.append((now, now, seen.rate, seen.able, seen.able))
+    elif newest is not None and seen.able > newest[4]:
+        start, last, height, first, _ = newest
+        served_by_first = seen.capacity * first / seen.able  # at the pods' mean capacity
+        if outran(seen.rate, served_by_first, seen.window_s):
+            kept[-1] = (start, last, height, first, seen.able)
     if len(kept) > MAX_RECORDS:
         tallest = sorted(kept[:-1], key=lambda r: r[2], reverse=True)[: MAX_RECORDS - 1]
         kept = [*sorted(tallest), kept[-1]]
@@ -95,19 +110,17 @@ def outran_bursts(
 
 def track_outruns(
     outruns: Outruns,
+    seen: Seen,
     *,
     now: float,
     memory_s: float,
     gap_s: float,
     horizon_s: float,
-    able: int,
-    rate: float | None,
     pods_for: Callable[[float], int],
 ) -> tuple[Outruns, OutrunReport]:
-    """One evaluation of either rule: the records with ``rate`` (measured past what the
-    ``able`` pods serve, or None) and the report on them, its pods priced by
-    ``pods_for`` (the rule's pods for a rate)."""
-    kept = remember_outrun(outruns, now=now, memory_s=memory_s, gap_s=gap_s, able=able, rate=rate)
+    """One evaluation of either rule: the records with ``seen``, and the report on them,
+    its pods priced by ``pods_for`` (the rule's pods for a rate)."""
+    kept = remember_outrun(outruns, seen, now=now, memory_s=memory_s, gap_s=gap_s)
     found = outran_bursts(kept, now=now, gap_s=gap_s, horizon_s=horizon_s, memory_s=memory_s)
     if found.bursts:
         found = replace(found, needed=pods_for(found.height))

@@ -44,7 +44,7 @@ from gpuserve.autoscaling.bursts import burst_bound, burst_headroom, remember_mi
 from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S
 from gpuserve.autoscaling.deciding import finish_decision
 from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory
-from gpuserve.autoscaling.outruns import OutrunReport, outran, track_outruns
+from gpuserve.autoscaling.outruns import OutrunReport, Seen, track_outruns
 from gpuserve.autoscaling.pools import PoolState
 from gpuserve.autoscaling.trend import hold_window, minute_trend
 from gpuserve.llm.capacity import LoadShape, TokenObjectives, replica_capacity, saturation_rate
@@ -152,17 +152,17 @@ def decide_llm(
         level_window_s=stable.window_s,
         window_s=recent.window_s,
     )
-    # A surge past what the replicas able to serve within seconds (ready or warm) serve.
+    # The arrivals now against what the replicas able to serve within seconds (ready or
+    # warm) serve.
     able = pools.serving_ready + pools.warm_ready
-    past = surge > 0.0 and outran(recent_rate, able * per_replica, recent.window_s)
+    seen = Seen(recent_rate, recent.window_s, surge > 0.0, able, able * per_replica)
     outruns, outran_report = track_outruns(
         memory.outruns,
+        seen,
         now=now,
         memory_s=policy.burst_memory_s,
         gap_s=recent.window_s,
         horizon_s=policy.startup_s,
-        able=able,
-        rate=recent_rate if past else None,
         pods_for=lambda rate: replicas_for(rate, per_replica) if per_replica > 0 else 0,
     )
     if rise > SURGE_Z * noise * math.sqrt(dispersion):

@@ -13,6 +13,7 @@ from gpuserve.autoscaling.outruns import (
     MAX_RECORDS,
     OutrunReport,
     Outruns,
+    Seen,
     covered_condition,
     outran,
     outran_bursts,
@@ -25,16 +26,22 @@ from gpuserve.llm.observing import Observation
 
 GAP = 20.0
 HORIZON = 45.0
+PER_POD = 10.0  # req/s a pod serves
 
 
-def measured(rates: dict[float, float | None], able: dict[float, int] | None = None) -> Outruns:
-    """The records after evaluations at the given times (None: no overload measured)."""
+def seen(rate: float, pods: int = 2, *, surge: bool | None = None) -> Seen:
+    """A 20-s rate against ``pods`` pods; a surge wherever it is past them (by default)."""
+    capacity = pods * PER_POD
+    rose = outran(rate, capacity, 20.0) if surge is None else surge
+    return Seen(rate, 20.0, rose, pods, capacity)
+
+
+def measured(rates: dict[float, float], pods: dict[float, int] | None = None) -> Outruns:
+    """The records after evaluations at the given times, with 2 pods unless ``pods`` says."""
     records: Outruns = ()
     for now, rate in sorted(rates.items()):
-        pods = (able or {}).get(now, 2)
-        records = remember_outrun(
-            records, now=now, memory_s=1800.0, gap_s=GAP, able=pods, rate=rate
-        )
+        view = seen(rate, (pods or {}).get(now, 2))
+        records = remember_outrun(records, view, now=now, memory_s=1800.0, gap_s=GAP)
     return records
 
 
@@ -50,25 +57,35 @@ def test_a_rate_at_the_capacity_is_no_overload_one_beyond_its_noise_is() -> None
 
 def test_one_stretch_per_burst_with_its_highest_rate() -> None:
     # Overloads at 0, 10 and 25 s (a dip within the gap), then at 100 s: two stretches.
-    records = measured({0.0: 30.0, 10.0: 45.0, 25.0: 40.0, 50.0: None, 100.0: 20.0})
+    records = measured({0.0: 30.0, 10.0: 45.0, 15.0: 5.0, 25.0: 40.0, 50.0: 5.0, 100.0: 35.0})
     assert [(first, last, rate) for first, last, rate, _, _ in records] == [
         (0.0, 25.0, 45.0),
-        (100.0, 100.0, 20.0),
+        (100.0, 100.0, 35.0),
     ]
+
+
+def test_an_overload_goes_on_without_a_surge_but_only_a_surge_starts_one() -> None:
+    begun = measured({0.0: 40.0})
+    # The rise is no longer beyond its noise (the reference caught up): still overloaded.
+    going = remember_outrun(
+        begun, seen(40.0, surge=False), now=15.0, memory_s=1800.0, gap_s=GAP
+    )
+    assert [(first, last) for first, last, *_ in going] == [(0.0, 15.0)]
+    assert remember_outrun((), seen(40.0, surge=False), now=0.0, memory_s=1800.0, gap_s=GAP) == ()
 
 
 def test_records_older_than_the_memory_go_and_the_tallest_are_kept() -> None:
     old = measured({0.0: 30.0})
-    assert remember_outrun(old, now=1801.0, memory_s=1800.0, gap_s=GAP, able=2) == ()
-    many = measured({30.0 * k: float(k + 1) for k in range(MAX_RECORDS + 5)})
+    assert remember_outrun(old, seen(5.0), now=1801.0, memory_s=1800.0, gap_s=GAP) == ()
+    many = measured({30.0 * k: 30.0 + k for k in range(MAX_RECORDS + 5)})
     assert len(many) == MAX_RECORDS
     heights = [rate for _, _, rate, _, _ in many]
-    assert heights[-1] == MAX_RECORDS + 5  # the newest stays, whatever its height
-    assert min(heights) == 6  # the five lowest went first
+    assert heights[-1] == 30.0 + MAX_RECORDS + 4  # the newest stays, whatever its height
+    assert min(heights) == 35.0  # the five lowest went first
 
 
-def test_a_stretch_over_within_a_start_up_with_no_pod_added_outran_the_pods() -> None:
-    short = measured({0.0: 30.0, 10.0: 45.0, 30.0: 35.0})  # 30 s of overload
+def test_a_stretch_over_within_a_start_up_that_no_added_pod_ended_outran_the_pods() -> None:
+    short = measured({0.0: 30.0, 10.0: 45.0, 30.0: 35.0})  # 30 s of overload on 2 pods
     found = judged(short, 60.0)
     assert (found.bursts, found.height, found.ready) == (1, 45.0, 2)
     assert judged(short, 40.0).bursts == 0  # not judged while it may still go on
@@ -76,8 +93,14 @@ def test_a_stretch_over_within_a_start_up_with_no_pod_added_outran_the_pods() ->
     long = measured({0.0: 30.0, 20.0: 45.0, 40.0: 45.0, 50.0: 35.0})
     assert judged(long, 80.0).bursts == 0
     # Pods that became ready while it was measured served part of it.
-    helped = measured({0.0: 30.0, 10.0: 45.0, 30.0: 35.0}, able={30.0: 4})
-    assert judged(helped, 60.0).bursts == 0
+    assert judged(measured({0.0: 30.0, 10.0: 45.0, 30.0: 45.0}, {30.0: 4}), 60.0).bursts == 0
+    # Pods that became ready as it ended, with more arriving than its first pods serve:
+    # they ended it, not the burst.
+    ended = measured({0.0: 30.0, 10.0: 45.0, 30.0: 35.0, 35.0: 35.0}, {35.0: 4})
+    assert judged(ended, 70.0).bursts == 0
+    # The burst went away by itself, and the pods came after it: it outran them.
+    gone = measured({0.0: 30.0, 10.0: 45.0, 30.0: 35.0, 35.0: 5.0}, {35.0: 4})
+    assert judged(gone, 70.0).bursts == 1
 
 
 def test_the_condition_names_the_tallest_burst_and_the_pods_it_needs() -> None:
