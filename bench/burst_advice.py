@@ -79,7 +79,7 @@ def named(setup: Setup, scaler: GpuserveScaler) -> int | None:
     """The pods the BurstsCovered condition names when the history ends (None: it is
     True, or they are more than maxReplicas)."""
     policy = setup.policy()
-    reports = [d.outruns for t, d in scaler.decisions if t <= setup.warmup and d.outruns]
+    reports = [d.outran for t, d in scaler.decisions if t <= setup.warmup and d.outran]
     if not reports:
         return None
     found = reports[-1]

@@ -307,7 +307,7 @@ def _tallest_outrun(scaler: Scaler, policy: PolicyConfig, since: float) -> str |
     the ready pods in the measured part (gpuserve's policy only; None for the others)."""
     if not isinstance(scaler, GpuserveScaler):
         return None
-    reports = [d.outruns for t, d in scaler.decisions if t >= since and d.outruns is not None]
+    reports = [d.outran for t, d in scaler.decisions if t >= since and d.outran is not None]
     if not reports:
         return None
     found = max(reports, key=lambda r: (r.bursts > 0, r.height))

@@ -212,12 +212,12 @@ def _decide_and_record(
         conds.set("MetricsAvailable", "False", missing, why)
     else:
         conds.set("MetricsAvailable", "True", "MetricsFresh", "Triton metrics are fresh")
-    if decision.outruns is not None:
+    if decision.outran is not None:
         scaling = svc.spec.scaling
         conds.set(
             "BurstsCovered",
             *covered_condition(
-                decision.outruns,
+                decision.outran,
                 min_replicas=scaling.min_replicas,
                 max_replicas=scaling.max_replicas,
             ),

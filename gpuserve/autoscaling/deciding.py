@@ -365,7 +365,7 @@ def decide(
         reason=why,
         signals=signals,
         warm_pool=warm_pool,
-        outruns=outran_report if config.burst_memory > 0 else None,
+        outran=outran_report if config.burst_memory > 0 else None,
     )
 
 
@@ -654,7 +654,7 @@ def finish_decision(
     reason: str,
     signals: dict[str, float],
     warm_pool: int | None = None,
-    outruns: OutrunReport | None = None,
+    outran: OutrunReport | None = None,
 ) -> Decision:
     """The actions that take ``pools`` to ``target`` serving pods, the resulting size and
     the memory after it: the last step of every rule (the LLM rule's too)."""
@@ -681,7 +681,7 @@ def finish_decision(
         ),
         signals=signals,
         warm_pool=warm_pool,
-        outruns=outruns,
+        outran=outran,
     )
 
 

@@ -139,7 +139,7 @@ class Decision:
     current_replicas: serving pods ready or starting before the actions.
     desired_replicas: the same count once the actions are applied.
     warm_pool: standby pods wanted (warm pool auto), None: keep the configured size.
-    outruns: the bursts that outran the ready pods (``gpuserve.autoscaling.outruns``);
+    outran: the bursts that outran the ready pods (``gpuserve.autoscaling.outruns``);
         None where the rule did not look (no metrics, burst memory off).
     """
 
@@ -151,7 +151,7 @@ class Decision:
     memory: PolicyMemory
     signals: dict[str, float] = field(default_factory=dict)
     warm_pool: int | None = None
-    outruns: OutrunReport | None = None
+    outran: OutrunReport | None = None
 
     @property
     def delta(self) -> int:

@@ -327,7 +327,7 @@ def _decision(
     target: int,
     reason: str,
     signals: dict[str, float],
-    outruns: OutrunReport | None = None,
+    outran: OutrunReport | None = None,
 ) -> Decision:
     return finish_decision(
         pools=pools,
@@ -338,5 +338,5 @@ def _decision(
         panic_until=memory.panic_until,
         reason=reason,
         signals=signals,
-        outruns=outruns,
+        outran=outran,
     )

@@ -151,7 +151,7 @@ def test_the_request_rule_records_a_burst_past_the_ready_pods_and_reports_it_onc
     decision = request_rule(1)
     ((first, last, rate, able, most),) = decision.memory.outruns
     assert first == last == NOW and rate > 3 * capacity() and able == most == 1
-    assert decision.outruns is not None and decision.outruns.bursts == 0  # under way
+    assert decision.outran is not None and decision.outran.bursts == 0  # under way
     later = outran_bursts(
         decision.memory.outruns, now=NOW + 60, gap_s=20.0, horizon_s=45.0, memory_s=1800.0
     )
@@ -160,7 +160,7 @@ def test_the_request_rule_records_a_burst_past_the_ready_pods_and_reports_it_onc
     assert request_rule(6).memory.outruns == ()
     assert request_rule(1, warm=5).memory.outruns == ()
     # No burst memory, no report.
-    assert request_rule(1, memory_s=0.0).outruns is None
+    assert request_rule(1, memory_s=0.0).outran is None
 
 
 def test_the_llm_rule_records_a_surge_past_its_replicas_and_prices_the_pods_it_needs() -> None:
@@ -185,7 +185,7 @@ def test_the_llm_rule_records_a_surge_past_its_replicas_and_prices_the_pods_it_n
             memory=memory,
         )
         memory = decision.memory
-    assert decision.outruns is not None
-    assert decision.outruns.bursts == 1 and decision.outruns.ready == 1
-    assert decision.outruns.height == pytest.approx(6 * per_replica)
-    assert decision.outruns.needed == 6
+    assert decision.outran is not None
+    assert decision.outran.bursts == 1 and decision.outran.ready == 1
+    assert decision.outran.height == pytest.approx(6 * per_replica)
+    assert decision.outran.needed == 6
