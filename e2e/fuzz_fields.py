@@ -10,6 +10,7 @@ has, or when a mutation cannot reach a field of the base bodies.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import re
@@ -283,7 +284,11 @@ def _mutate_item(items: list[Any], index: int, action: str, value: Any) -> None:
 
 def mutate(body: Obj, path: str, action: str, value: Any) -> None:
     """set / drop / unknown (adds a field the schema does not know) at path, building
-    missing parents on the way (a list of one empty object where the path indexes one)."""
+    missing parents on the way (a list of one empty object where the path indexes one).
+    The body gets a copy of ``value``: a strategy may hand the same object to several
+    mutations, and an ``unknown`` into a field that holds it made the body refer to
+    itself (a RecursionError in the client, not a verdict on the input)."""
+    value = copy.deepcopy(value)
     parts = path_parts(path)
     node: Any = body
     for part, after in itertools.pairwise(parts):
