@@ -30,7 +30,6 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from pickle_cache import pickled  # noqa: E402
 
-from gpuserve.autoscaling.outruns import covered_condition  # noqa: E402
 from gpuserve.sim.argtypes import positive_int  # noqa: E402
 from gpuserve.sim.baselines import StaticPeak  # noqa: E402
 from gpuserve.sim.comparing import Contender, Prepared, Setup, prepare, run_contenders  # noqa: E402
@@ -78,15 +77,11 @@ def gpuserve_run(
 def named(setup: Setup, scaler: GpuserveScaler) -> int | None:
     """The pods the BurstsCovered condition names when the history ends (None: it is
     True, or they are more than maxReplicas)."""
-    policy = setup.policy()
     reports = [d.outran for t, d in scaler.decisions if t <= setup.warmup and d.outran]
-    if not reports:
+    if not reports or not reports[-1].bursts:
         return None
-    found = reports[-1]
-    status, _, _ = covered_condition(
-        found, min_replicas=policy.min_replicas, max_replicas=policy.max_replicas
-    )
-    return found.needed if status == "False" and found.needed <= policy.max_replicas else None
+    needed = reports[-1].needed
+    return needed if needed <= setup.policy().max_replicas else None
 
 
 def prepared_run(

@@ -196,7 +196,7 @@ def decide(
         rate=measured,
         window_s=over,
         surge=surge > 0.0,
-        able=sum(p.serving_ready + p.warm_ready for p in pools.classes),
+        able=pools.serving_ready + pools.warm_ready,
         capacity=sum((p.serving_ready + p.warm_ready) * caps[p.name].rate for p in pools.classes),
     )
     outruns, outran_report = track_outruns(
@@ -365,7 +365,7 @@ def decide(
         reason=why,
         signals=signals,
         warm_pool=warm_pool,
-        outran=outran_report if config.burst_memory > 0 else None,
+        outran=outran_report,
     )
 
 

@@ -117,9 +117,12 @@ def track_outruns(
     gap_s: float,
     horizon_s: float,
     pods_for: Callable[[float], int],
-) -> tuple[Outruns, OutrunReport]:
+) -> tuple[Outruns, OutrunReport | None]:
     """One evaluation of either rule: the records with ``seen``, and the report on them,
-    its pods priced by ``pods_for`` (the rule's pods for a rate)."""
+    its pods priced by ``pods_for`` (the rule's pods for a rate). With no burst memory
+    (``memory_s`` 0) nothing is kept or reported."""
+    if memory_s <= 0:
+        return (), None
     kept = remember_outrun(outruns, seen, now=now, memory_s=memory_s, gap_s=gap_s)
     found = outran_bursts(kept, now=now, gap_s=gap_s, horizon_s=horizon_s, memory_s=memory_s)
     if found.bursts:

@@ -298,8 +298,7 @@ def decide_llm(
             memory_s=policy.burst_memory_s,
         ),
     )
-    report = outran_report if policy.burst_memory_s > 0 else None
-    return _decision(policy, pools, memory, now, mode, target, reason, signals, report)
+    return _decision(policy, pools, memory, now, mode, target, reason, signals, outran_report)
 
 
 def replicas_for(rate: float, per_replica: float) -> int:
