@@ -13,7 +13,7 @@ static at that size beside it. Where the condition is True (or the pods are more
 maxReplicas), those rows are gpuserve's own run. Beside them: static sized on the
 history's peak (a capacity plan from past traffic) and on the measured part's (foresight).
 Totals over the seeds; the sizes per seed. ``--cache`` shares bench/suite.py's prepared
-workloads.
+workloads (the same folder for the same tree).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from pickle_cache import pickled  # noqa: E402
+from pickle_cache import code_scoped, pickled  # noqa: E402
 
 from gpuserve.sim.argtypes import positive_int  # noqa: E402
 from gpuserve.sim.baselines import StaticPeak  # noqa: E402
@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=positive_int, default=10)
     p.add_argument("--cache", type=Path, default=None)
     args = p.parse_args(argv)
+    args.cache = code_scoped(args.cache)
     traces = {f: parse_trace((REPO / "traces" / f).read_text().splitlines()) for f in TRACE_FILES}
     setup = replace(Setup(), warmup=DURATION)
     started = time.perf_counter()

@@ -11,8 +11,10 @@
 ``--cache DIR`` keeps the oracle's plan and run and the baselines' runs per workload, load,
 clip and seed (``gpuserve.sim.llm.lineup.Yardsticks``): a rerun after a change to gpuserve's
 rule simulates gpuserve alone, which is most of the bench's time saved (the oracle's search
-is the slowest part). Their "s per sim-hour" is then the run that filled the cache. Delete
-the folder when the engine, a trace, the oracle or a baseline changes.
+is the slowest part). Their "s per sim-hour" is then the run that filled the cache. The
+files live in a folder of DIR named after a digest of the package, the benches and the
+traces (``pickle_cache.code_scoped``): a rerun of the same tree reads them, and any change
+to that code starts a new folder, so a cache never gives figures the tree would not.
 
 ``--history MINUTES`` (added 2026-11-28, as bench/suite.py's ``--history``): the generated
 workloads (bursty, diurnal, drift, periodic) first serve that many minutes of another draw
@@ -66,7 +68,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from pickle_cache import pickled  # noqa: E402
+from pickle_cache import code_scoped, pickled  # noqa: E402
 
 from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S  # noqa: E402
 from gpuserve.llm.capacity import TokenObjectives  # noqa: E402
@@ -433,11 +435,12 @@ def main(argv: list[str] | None = None) -> None:
         "--cache",
         type=Path,
         default=None,
-        help="keep the oracle's and the baselines' runs here per workload and seed: a rerun "
-        "after a change to gpuserve's rule simulates gpuserve alone (delete the folder when "
-        "the engine, the traces or a baseline change)",
+        help="keep the oracle's and the baselines' runs here per workload and seed, in a "
+        "folder named after a digest of the code and traces: a rerun of the same tree "
+        "reads them",
     )
     args = p.parse_args(argv)
+    args.cache = code_scoped(args.cache)
     chunks = args.vllm_default_chunks
     began = time.perf_counter()
     if args.chunk_sweep:

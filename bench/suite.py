@@ -14,15 +14,16 @@ burst memory, which only foresight could have provisioned for), its attainment o
 new peaks, and which policies dominate it (better on one axis, no worse on the other).
 
 ``--cache DIR`` keeps the prepared workloads (warm-up, calibration, oracle plan) and the
-peers' results per workload, load and seed: a rerun after a change to gpuserve's policy
-simulates only gpuserve. Delete the directory when the simulator or the peers change.
+peers' results per workload, load and seed, in a folder of DIR named after a digest of the
+package, the benches and the traces (``pickle_cache.code_scoped``): a rerun of the same tree
+(other ``--warm-pool`` rows, bench/burst_advice.py) reads them; a change to any of that code
+starts a new folder, so a cache never gives figures the tree would not.
 
 ``--queue-timeout S`` gives the service a queue policy that rejects requests after S
 seconds in the queue (a rejected request counts as a miss), for every policy.
 
 ``--scale-down-window S`` runs gpuserve's rows with the spec's ``scaleDownStabilization``
-set to S seconds (default: the API's default); the peers keep their own (a cache stays
-valid).
+set to S seconds (default: the API's default); the peers keep their own.
 
 ``--history`` runs the generated workloads (bursty, diurnal, drift, periodic) after 30
 minutes of the same kind of traffic, another draw of the generator ("yesterday"), instead
@@ -46,7 +47,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from pickle_cache import pickled  # noqa: E402
+from pickle_cache import code_scoped, pickled  # noqa: E402
 
 from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S  # noqa: E402
 from gpuserve.sim.argtypes import positive_int  # noqa: E402
@@ -251,6 +252,9 @@ def dominates(a: Totals, b: Totals) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    args.cache = code_scoped(args.cache)
+    if args.cache is not None:
+        print(f"cache: {args.cache}", file=sys.stderr)
     traces = {
         f: parse_trace((REPO / "traces" / f).read_text().splitlines()) for f in TRACE_FILES
     }

@@ -38,7 +38,7 @@ from gpuserve.autoscaling.from_spec import (
     policy_config_from_spec,
     stated_service_times,
 )
-from gpuserve.autoscaling.outruns import covered_condition
+from gpuserve.autoscaling.outruns import tallest_outrun_line
 from gpuserve.sim.comparing import Setup, add_replay_arguments
 from gpuserve.sim.config import SimConfig
 from gpuserve.sim.from_spec import (
@@ -303,19 +303,14 @@ def _run(
 
 
 def _tallest_outrun(scaler: Scaler, policy: PolicyConfig, since: float) -> str | None:
-    """What the BurstsCovered condition would have said at the tallest burst that outran
-    the ready pods in the measured part (gpuserve's policy only; None for the others)."""
+    """The BurstsCovered line over the measured part (gpuserve's policy only)."""
     if not isinstance(scaler, GpuserveScaler):
         return None
-    reports = [d.outran for t, d in scaler.decisions if t >= since and d.outran is not None]
-    if not reports:
-        return None
-    found = max(reports, key=lambda r: (r.bursts > 0, r.height))
-    status, reason, message = covered_condition(
-        found, min_replicas=policy.min_replicas, max_replicas=policy.max_replicas
+    return tallest_outrun_line(
+        (d.outran for t, d in scaler.decisions if t >= since),
+        min_replicas=policy.min_replicas,
+        max_replicas=policy.max_replicas,
     )
-    when = "at the tallest burst" if found.bursts else "throughout"
-    return f"BurstsCovered={status} {reason} ({when}): {message}"
 
 
 def _report(

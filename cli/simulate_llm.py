@@ -75,6 +75,8 @@ def run_llm(
     sim = _simulate_setup(args, setup, policy_name, trace)
     print(_inputs(setup, sim.params, args.trace, sim.served, sim.refused))
     print(_report(name, setup, sim, args.routing))
+    if sim.bursts_covered is not None:
+        print(sim.bursts_covered)
     if args.plot:
         _plot(args, name, sim.run, args.plot)
     return 0
@@ -113,6 +115,7 @@ class Simulated:
     output_tokens: int
     max_replicas: int
     both_of_all: float  # within both objectives, of all requests (refused ones missed)
+    bursts_covered: str | None  # what the BurstsCovered condition would have said
 
 
 def _simulate_setup(
@@ -133,9 +136,10 @@ def _simulate_setup(
         ) from exc
     policy = replace(setup.policy, params=params)
     started = time.perf_counter()
-    run = run_llm_policy(
+    ran = run_llm_policy(
         policy_name, policy, served, routing=cast(Routing, args.routing), seed=args.seed
     )
+    run = ran.run
     elapsed = time.perf_counter() - started
     gpu_hours = run.gpu_hours * setup.gpus_per_pod
     outcomes = run.outcomes
@@ -150,6 +154,7 @@ def _simulate_setup(
         output_tokens=sum(o.output_tokens for o in outcomes),
         max_replicas=max(n for _, n in run.replicas),
         both_of_all=sum(map(run.met, outcomes)) / (len(outcomes) + refused),
+        bursts_covered=ran.bursts_covered,
     )
 
 

@@ -14,7 +14,7 @@ can say so and name the pods that serve it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -165,3 +165,20 @@ def covered_condition(
         "burst to expect"
     )
     return "False", "ShortBurstsOutranReadyPods", message
+
+
+def tallest_outrun_line(
+    reports: Iterable[OutrunReport | None], *, min_replicas: int, max_replicas: int
+) -> str | None:
+    """What the ``BurstsCovered`` condition would have said over a replay, one line: at the
+    tallest burst that outran the ready pods, or True throughout (None: the rule kept no
+    burst memory). A replay reports it as status would have shown it."""
+    kept = [r for r in reports if r is not None]
+    if not kept:
+        return None
+    found = max(kept, key=lambda r: (r.bursts > 0, r.height))
+    status, reason, message = covered_condition(
+        found, min_replicas=min_replicas, max_replicas=max_replicas
+    )
+    when = "at the tallest burst" if found.bursts else "throughout"
+    return f"BurstsCovered={status} {reason} ({when}): {message}"

@@ -21,3 +21,16 @@ def simulate(
     )
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def burst_trace(
+    path: Path, starts: tuple[float, ...], *, per_second: int, context: int, generated: int
+) -> Path:
+    """An Azure-format trace: 15 minutes at 1 req/s, and 10 s at ``per_second`` req/s from
+    each of ``starts``; every request of ``context`` prompt and ``generated`` output tokens."""
+    times = [float(k) for k in range(900)]
+    for start in starts:
+        times += [start + k / per_second for k in range(10 * per_second)]
+    rows = (f"{t:.4f},{context},{generated}" for t in sorted(times))
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "\n".join(rows) + "\n")
+    return path

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from simulate_helpers import ROOT, simulate
+from simulate_helpers import ROOT, burst_trace, simulate
 
 SLEEPER = ROOT / "examples" / "sleeper-interactive.yaml"
 
@@ -32,13 +32,7 @@ def heavy_service(tmp_path: Path) -> Path:
 
 def trace(tmp_path: Path, bursts: tuple[float, ...]) -> Path:
     """15 minutes at 1 req/s, and 10 s at 60 req/s from each of ``bursts``."""
-    times = [float(k) for k in range(900)]
-    for start in bursts:
-        times += [start + k / 60 for k in range(600)]
-    path = tmp_path / "trace.csv"
-    rows = (f"{t:.4f},100,10" for t in sorted(times))
-    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "\n".join(rows) + "\n")
-    return path
+    return burst_trace(tmp_path / "trace.csv", bursts, per_second=60, context=100, generated=10)
 
 
 def test_bursts_shorter_than_a_start_up_that_outran_the_ready_pods_are_named(

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from simulate_helpers import simulate
+from simulate_helpers import burst_trace, simulate
 
 from cli.main import main
 
@@ -146,6 +146,37 @@ def test_requests_longer_than_the_context_are_refused_and_count_as_missed(
     served = _number(r"both ([\d.]+)% \(objective", out)
     overall = _number(r"of all 60 requests: both ([\d.]+)%", out)
     assert overall == pytest.approx(served * (60 - refused) / 60, abs=0.01)
+
+
+def _bursts(path: Path, starts: tuple[float, ...]) -> Path:
+    """10 s at 120 req/s of 1,000-token prompts from each of ``starts``, over 1 req/s:
+    several times what one H100 replica serves within the example's TTFT."""
+    return burst_trace(path, starts, per_second=120, context=1000, generated=100)
+
+
+def test_bursts_shorter_than_a_start_up_that_outran_the_replicas_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = simulate(capsys, EXAMPLE, _bursts(tmp_path / "b.csv", (300.0, 500.0)))
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("BurstsCovered="))
+    assert line.startswith("BurstsCovered=False ShortBurstsOutranReadyPods (at the tallest"), line
+    assert "with 1 pod ready" in line and "start-up (45 s)" in line, line
+    needed = int(_number(r"pods? ready; (\d+) serve it", line))
+    assert 1 < needed <= 8, line  # within the example's maxReplicas: no "more than"
+
+
+def test_steady_token_traffic_outruns_nothing_and_the_baselines_say_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    steady = _bursts(tmp_path / "s.csv", ())
+    code, out, err = simulate(capsys, EXAMPLE, steady)
+    assert code == 0, err
+    assert "BurstsCovered=True WithinReadyCapacity (throughout)" in out, out
+    bursts = _bursts(tmp_path / "b.csv", (300.0,))
+    for policy in ("keda-waiting", "oracle"):
+        _, out, _ = simulate(capsys, EXAMPLE, bursts, "--policy", policy)
+        assert f"policy {policy}" in out and "BurstsCovered" not in out, out
 
 
 def test_a_class_not_given_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

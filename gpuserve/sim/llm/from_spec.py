@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from gpuserve.api.llm_sizing import GIB, memory_shortfall
 from gpuserve.api.models import LLM_FORMATS, AcceleratorClassSpec, InferenceServiceSpec
+from gpuserve.autoscaling.outruns import tallest_outrun_line
 from gpuserve.llm.capacity import replica_capacity
 from gpuserve.llm.deciding import LLMPolicy, replicas_for
 from gpuserve.llm.from_spec import llm_policy_from_spec
@@ -31,7 +32,7 @@ from gpuserve.sim.llm.cluster import (
 )
 from gpuserve.sim.llm.lineup import LLMPolicyName, contender, trace_shape
 from gpuserve.sim.llm.oracle import plan_oracle, sizes_alone
-from gpuserve.sim.llm.scalers import Static
+from gpuserve.sim.llm.scalers import GpuserveLLM, Static
 from gpuserve.sim.llm.traces import TokenTrace
 
 
@@ -193,6 +194,15 @@ def steady_replicas(policy: LLMPolicy, trace: TokenTrace) -> int:
     return max(1, policy.min_replicas, min(policy.max_replicas, wanted))
 
 
+@dataclass(frozen=True, slots=True)
+class PolicyRun:
+    """One policy's run, and for gpuserve's rule what its ``BurstsCovered`` condition
+    would have said over it (``tallest_outrun_line``; None for the others)."""
+
+    run: ClusterRun
+    bursts_covered: str | None = None
+
+
 def run_llm_policy(
     name: LLMPolicyName,
     policy: LLMPolicy,
@@ -200,7 +210,7 @@ def run_llm_policy(
     *,
     routing: Routing = "random",
     seed: int = 1,
-) -> ClusterRun:
+) -> PolicyRun:
     """``name`` on ``trace`` with the service's engine, objectives and bounds."""
     config = ClusterConfig(
         policy.params,
@@ -211,10 +221,20 @@ def run_llm_policy(
         seed=seed,
     )
     if name not in ("oracle", "static-peak"):
-        return simulate_cluster(config, trace, contender(name, policy, trace, peak=1))
+        scaler = contender(name, policy, trace, peak=1)
+        if not isinstance(scaler, GpuserveLLM):
+            return PolicyRun(simulate_cluster(config, trace, scaler))
+        scaler.keep_decisions = True
+        run = simulate_cluster(config, trace, scaler)
+        line = tallest_outrun_line(
+            (d.outran for _, d in scaler.decisions),
+            min_replicas=policy.min_replicas,
+            max_replicas=policy.max_replicas,
+        )
+        return PolicyRun(run, line)
     target, most = policy.objectives.quantile, policy.max_replicas
     if name == "oracle":
-        return plan_oracle(config, trace, target=target, most=most).run
+        return PolicyRun(plan_oracle(config, trace, target=target, most=most).run)
     # Static at peak needs only the windows sized alone, not the oracle's end-to-end checks.
     peak = max(sizes_alone(config, trace, target=target, most=most))
-    return simulate_cluster(replace(config, initial_replicas=peak), trace, Static(peak))
+    return PolicyRun(simulate_cluster(replace(config, initial_replicas=peak), trace, Static(peak)))

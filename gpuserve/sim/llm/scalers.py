@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gpuserve.autoscaling.decision import PolicyMemory
+from gpuserve.autoscaling.decision import Decision, PolicyMemory
 from gpuserve.autoscaling.pools import ClassPool, PoolState
 from gpuserve.llm import metrics as vllm
 from gpuserve.llm.capacity import TokenObjectives, replica_capacity
@@ -48,6 +48,8 @@ class GpuserveLLM(ClusterScaler):
     interval_s: float = 5.0
     offset_s: float = 0.5
     memory: PolicyMemory = field(default_factory=PolicyMemory)
+    decisions: list[tuple[float, Decision]] = field(default_factory=list)
+    keep_decisions: bool = False
 
     def target(self, view: ClusterView) -> int | None:
         q = self.policy.objectives.quantile
@@ -70,6 +72,8 @@ class GpuserveLLM(ClusterScaler):
             memory=self.memory,
         )
         self.memory = decision.memory
+        if self.keep_decisions:
+            self.decisions.append((view.now, decision))
         return decision.desired_replicas
 
 
