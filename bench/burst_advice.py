@@ -112,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache", type=Path, default=None)
     args = p.parse_args(argv)
     args.cache = code_scoped(args.cache)
+    if args.cache is not None:
+        print(f"cache: {args.cache}", file=sys.stderr)
     traces = {f: parse_trace((REPO / "traces" / f).read_text().splitlines()) for f in TRACE_FILES}
     setup = replace(Setup(), warmup=DURATION)
     started = time.perf_counter()

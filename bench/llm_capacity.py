@@ -441,6 +441,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = p.parse_args(argv)
     args.cache = code_scoped(args.cache)
+    if args.cache is not None:
+        print(f"cache: {args.cache}", file=sys.stderr)
     chunks = args.vllm_default_chunks
     began = time.perf_counter()
     if args.chunk_sweep:

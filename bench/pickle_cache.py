@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar, cast
+
+import numpy
 
 T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parent.parent
 # What a cached value can depend on: the simulator, the policy and the peers (all in the
-# package), the benches that build the workloads, and the traces they replay.
-SOURCES = (("gpuserve", "*.py"), ("bench", "*.py"), ("traces", "*"))
+# package), the benches that build the workloads, and the traces they replay (not their
+# README); the interpreter and numpy, whose random draws and pickles may change with them.
+SOURCES = (("gpuserve", "*.py"), ("bench", "*.py"), ("traces", "*.csv"), ("traces", "*.jsonl"))
 
 
 def code_digest(repo: Path = REPO) -> str:
     """A digest of every file a cached value may depend on, by path and content. A cache
     kept under it is never read by other code: a stale cache once made a bench's recorded
     figures differ from what the same command printed from an empty one."""
-    h = hashlib.sha256()
+    h = hashlib.sha256(f"{sys.version}\0numpy {numpy.__version__}\0".encode())
     for folder, pattern in SOURCES:
         for path in sorted((repo / folder).rglob(pattern)):
             if path.is_file() and "__pycache__" not in path.parts:

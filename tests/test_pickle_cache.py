@@ -24,6 +24,7 @@ def _tree(root: Path) -> Path:
         "bench/suite.py": "print('table')\n",
         "traces/trace.csv": "t,n\n0,1\n",
         "docs/notes.md": "figures\n",
+        "traces/README.md": "where the trace comes from\n",
     }.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
@@ -53,6 +54,7 @@ def test_docs_and_compiled_files_leave_the_folder_where_it_is(tmp_path: Path) ->
     repo = _tree(tmp_path / "repo")
     before = cache.code_digest(repo)
     (repo / "docs/notes.md").write_text("other figures\n")
+    (repo / "traces/README.md").write_text("its licence, spelled out\n")
     (repo / "gpuserve/sim/__pycache__").mkdir()
     (repo / "gpuserve/sim/__pycache__/engine.cpython-311.pyc").write_bytes(b"\x00")
     assert cache.code_digest(repo) == before
