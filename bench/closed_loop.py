@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import yaml
 
-from controllers.state import RATE_WINDOW_S
+from controllers.query_windows import QueryWindows
 from e2e.cluster.testkit import ClusterHandle, wait_for
 from e2e.loadgen import Limits, LoadResult, Target, percentile
 from e2e.loadgen.runner import replay
@@ -57,6 +57,7 @@ from gpuserve.sim.workload import Workload
 SLO_S = 0.150
 EVALUATION_S = 2.0  # the stack's autoscaler interval (local_stack's default)
 SCRAPE_S = 1.0  # the stack's Prometheus scrape interval
+RATE_WINDOW_S = QueryWindows(SCRAPE_S).rate_window_s  # what the operator queries behind it
 POLL_S = 0.5
 
 

@@ -26,9 +26,9 @@ from controllers.converging import (
 )
 from controllers.indexes import epoch
 from controllers.inferenceservice import view_of
-from controllers.prometheus_source import VLLM_WINDOWS_S, Reading, Readings, VllmReadings
+from controllers.prometheus_source import Reading, Readings, VllmReadings
 from controllers.settings import PROMETHEUS_URL
-from controllers.state import RATE_WINDOW_S, OperatorState, ScalingMemory, state_of, uid_of
+from controllers.state import OperatorState, ScalingMemory, state_of, uid_of
 from gpuserve.api.conditions import ConditionWriter
 from gpuserve.api.models import LLM_FORMATS, InferenceService, parse_inference_service
 from gpuserve.api.status import InferenceServiceStatus, ScalingDecisionStatus
@@ -116,9 +116,9 @@ def evaluate(
     view = view_of(key, kw)
     if _awaiting_first_pods(body, svc, view, reading.sample.at):
         return None  # the first decision starts from the pods the spec asked for
-    config = policy_config_from_spec(
-        svc.spec, view.cluster.valid_classes(), rate_window=RATE_WINDOW_S
-    )
+    rate_window = state.settings.windows.rate_window_s
+    classes = view.cluster.valid_classes()
+    config = policy_config_from_spec(svc.spec, classes, rate_window=rate_window)
     history = _history(memory, reading, 2 * config.stable_window)
     try:
         decision = _decide_and_record(
@@ -135,9 +135,7 @@ def evaluate(
             svc = parse_inference_service(live)
         except ValidationError:
             return None
-        config = policy_config_from_spec(
-            svc.spec, view.cluster.valid_classes(), rate_window=RATE_WINDOW_S
-        )
+        config = policy_config_from_spec(svc.spec, classes, rate_window=rate_window)
         decision = _decide_and_record(
             live, svc, config, view, reading, history, memory, ready, vllm
         )
@@ -288,10 +286,10 @@ def _decide_llm(
     engines priced by what the stable window measured (gpuserve.llm.calibrating)."""
     latest = snapshots.get(0.0)
     q = policy.objectives.quantile
+    # The windows the pass read, longest first: the stable one, then the recent one.
     windows = [
         observe(start, latest, q) if latest is not None and start.at < latest.at else None
-        for start in (snapshots.get(ago) for ago in VLLM_WINDOWS_S)
-        if start is not None
+        for start in (snapshots[ago] for ago in sorted(snapshots, reverse=True) if ago > 0)
     ]
     stable = next((w for w in windows if w is not None), None)  # the longest there is
     recent = windows[-1] if windows else None

@@ -18,6 +18,7 @@ from prometheus_api_client.exceptions import PrometheusApiClientException
 from requests.exceptions import RequestException
 from urllib3.util.retry import Retry
 
+from controllers.query_windows import QueryWindows
 from gpuserve.autoscaling.metrics import MetricSample
 from gpuserve.llm.observing import VllmSnapshot, snapshot_from_samples
 
@@ -82,8 +83,6 @@ class Readings:
 # Every vLLM-named series of every service: the LLM rule adds them up itself
 # (gpuserve.llm.observing), histogram buckets included.
 VLLM_SERIES = '{__name__=~"vllm:.+",service!=""}'
-# How long before a pass its vLLM series are read again: the stable and recent windows.
-VLLM_WINDOWS_S = (60.0, 15.0)
 
 
 @dataclass(frozen=True)
@@ -93,7 +92,8 @@ class VllmReadings:
     between passes, so a restarted operator sees the same windows)."""
 
     at: float
-    snapshots: dict[ServiceKey, dict[float, VllmSnapshot]]  # seconds before ``at`` -> snapshot
+    # seconds before ``at`` (0 and each of the stable and recent windows) -> snapshot
+    snapshots: dict[ServiceKey, dict[float, VllmSnapshot]]
     error: str | None = None
 
     def of(self, namespace: str, service: str) -> dict[float, VllmSnapshot]:
@@ -101,9 +101,13 @@ class VllmReadings:
 
 
 class PrometheusSource:
-    def __init__(self, url: str, *, window: str = "15s", timeout: float = 3.0) -> None:
+    def __init__(
+        self, url: str, *, windows: QueryWindows | None = None, timeout: float = 3.0
+    ) -> None:
         self.url = url
-        self.window = window
+        # The windows follow how often Prometheus scrapes (controllers.query_windows).
+        self.windows = windows or QueryWindows()
+        self.window = self.windows.rate_range
         # No client-side retries: an unreachable Prometheus must fail fast (the policy
         # holds and the next evaluation tries again), not stall the operator's periodic loop.
         self._prom = PrometheusConnect(
@@ -125,7 +129,7 @@ class PrometheusSource:
         instant, whatever the number of services."""
         found: dict[ServiceKey, dict[float, list[tuple[str, dict[str, str], float]]]] = {}
         try:
-            for ago in (0.0, *VLLM_WINDOWS_S):
+            for ago in (0.0, *self.windows.vllm_windows_s):
                 result = self._prom.custom_query(query=VLLM_SERIES, params={"time": at - ago})
                 for key, sample in _vllm_samples(result):
                     found.setdefault(key, {}).setdefault(ago, []).append(sample)

@@ -10,7 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from controllers.query_windows import QueryWindows
+from gpuserve.api.durations import parse_duration
+
 PROMETHEUS_URL = "GPUSERVE_PROMETHEUS_URL"
+# How often that Prometheus scrapes Triton (a duration, "15s"): the query windows follow it.
+SCRAPE_INTERVAL = "GPUSERVE_PROMETHEUS_SCRAPE_INTERVAL"
 AUTOSCALE_INTERVAL = "GPUSERVE_AUTOSCALE_INTERVAL"
 EXTRA_POD_LABELS = "GPUSERVE_EXTRA_POD_LABELS"
 WORKER_LIMIT = "GPUSERVE_WORKER_LIMIT"
@@ -29,6 +34,8 @@ class SettingsError(ValueError):
 class Settings:
     # Empty: no built-in autoscaling (services hold at their bounds, and say why).
     prometheus_url: str = ""
+    # The chart's PodMonitor scrapes every 15 s unless told otherwise.
+    scrape_interval: float = 15.0
     autoscale_interval: float = 5.0
     # Labels added to every Triton pod (the chart's `podLabels`).
     extra_pod_labels: Mapping[str, str] = field(default_factory=dict)
@@ -39,6 +46,10 @@ class Settings:
     class_report_seconds: float = 30.0
 
     @property
+    def windows(self) -> QueryWindows:
+        return QueryWindows(self.scrape_interval)
+
+    @property
     def keda_prometheus_url(self) -> str:
         return self.prometheus_url or DEFAULT_KEDA_PROMETHEUS
 
@@ -46,6 +57,7 @@ class Settings:
     def from_environment(cls, env: Mapping[str, str]) -> Settings:
         return cls(
             prometheus_url=env.get(PROMETHEUS_URL, "").strip(),
+            scrape_interval=_interval(env, SCRAPE_INTERVAL, cls.scrape_interval),
             autoscale_interval=_positive(env, AUTOSCALE_INTERVAL, cls.autoscale_interval),
             extra_pod_labels=_labels(env.get(EXTRA_POD_LABELS, "")),
             worker_limit=int(_number(env, WORKER_LIMIT, cls.worker_limit, minimum=0)),
@@ -71,6 +83,20 @@ def _positive(env: Mapping[str, str], name: str, default: float) -> float:
     if value == 0:
         raise SettingsError(f"{name}=0: must be more than 0")
     return value
+
+
+def _interval(env: Mapping[str, str], name: str, default: float) -> float:
+    """A positive duration as Prometheus writes one ("15s", "1m"); bare seconds too."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        seconds = float(raw) if raw.replace(".", "", 1).isdigit() else parse_duration(raw)
+    except ValueError as exc:
+        raise SettingsError(f"{name}={raw!r}: {exc}") from None
+    if seconds <= 0:
+        raise SettingsError(f"{name}={raw!r}: must be more than 0")
+    return seconds
 
 
 def _labels(raw: str) -> dict[str, str]:

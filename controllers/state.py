@@ -22,7 +22,6 @@ from controllers.workqueue import ReconcileQueue
 from gpuserve.autoscaling import MetricSample, PolicyMemory
 
 T = TypeVar("T")
-RATE_WINDOW_S = 15.0  # the rate() window of the autoscaler's Prometheus queries
 
 
 class PerObject(Generic[T]):
@@ -131,7 +130,7 @@ class OperatorState:
     @classmethod
     def start(cls, settings: Settings) -> OperatorState:
         source = (
-            PrometheusSource(settings.prometheus_url, window=f"{RATE_WINDOW_S:.0f}s")
+            PrometheusSource(settings.prometheus_url, windows=settings.windows)
             if settings.prometheus_url
             else None
         )

@@ -178,13 +178,17 @@ class Watcher:
         prometheus_url: str,
         services: list[dict[str, Any]],
         period: float = 2.0,
+        scrape_interval_s: float = 1.0,
     ) -> None:
         from kubernetes import client, config
 
         from controllers.prometheus_source import PrometheusSource
+        from controllers.query_windows import QueryWindows
 
         self.api = client.CustomObjectsApi(config.new_client_from_config(str(kubeconfig)))
-        self.source = PrometheusSource(prometheus_url)
+        # The operator's own windows for this Prometheus: the view shows what it reads.
+        windows = QueryWindows(scrape_interval_s)
+        self.source = PrometheusSource(prometheus_url, windows=windows)
         self.series = {d["metadata"]["name"]: series_for(d) for d in services}
         self.streams: dict[str, StreamReplay] = {}  # the LLM services' load, read live
         self.period = period
@@ -691,8 +695,8 @@ def run(args: argparse.Namespace) -> int:
             out_dir.mkdir(parents=True, exist_ok=True)
             env = dict(
                 os.environ,
+                **plane.operator_env,
                 KUBECONFIG=str(kubeconfig),
-                GPUSERVE_PROMETHEUS_URL=plane.prometheus_url,
                 GPUSERVE_AUTOSCALE_INTERVAL="2",
                 GPUSERVE_EXTRA_POD_LABELS="gpuserve.io/readiness=external",
             )
@@ -723,7 +727,12 @@ def run(args: argparse.Namespace) -> int:
                     _kubectl(kubeconfig, "delete", SERVICES_PLURAL, "--all", "-n", NAMESPACE)
                 _kubectl(kubeconfig, "apply", "-n", NAMESPACE, "-f", str(SERVICES_FILE))
                 _wait_ready(kubeconfig, services, started, timeout=180)
-                watcher = Watcher(kubeconfig, plane.prometheus_url, services).start()
+                watcher = Watcher(
+                    kubeconfig,
+                    plane.prometheus_url,
+                    services,
+                    scrape_interval_s=plane.scrape_interval_s,
+                ).start()
                 step(
                     f"replaying {args.duration:.0f}s of the trace "
                     f"({', '.join(f'{k} x{v:g}' for k, v in COMPRESSION.items())}; "

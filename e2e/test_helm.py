@@ -381,6 +381,7 @@ def test_helm_lint_is_clean(name: str) -> None:
         (["--set", "watchNamespaces={team-*}"], "/watchNamespaces/0"),
         (["--set", "podLabels.team=a\\,b"], "/podLabels/team"),
         (["--set", "prometheus.url=prometheus:9090"], "/prometheus/url"),
+        (["--set", "prometheus.scrapeInterval=15"], "/prometheus/scrapeInterval"),
         (["--set", "monitoring.prometheusRule.attainmentObjective=1.5"], "attainmentObjective"),
         (["--set", "replicas=2"], "additional properties 'replicas' not allowed"),
     ],
@@ -430,6 +431,25 @@ def test_rendered_values_reach_the_operator() -> None:
     assert sc["capabilities"] == {"drop": ["ALL"]}
     assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
     assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+
+
+def _scrape_intervals(*sets: str) -> tuple[str, str]:
+    """The interval the PodMonitor scrapes at, and the one the operator is told."""
+    docs = template("--set", "monitoring.podMonitor.enabled=true", *sets)
+    monitor = next(d for d in docs if d["kind"] == "PodMonitor")
+    container = workload(docs)["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    return monitor["spec"]["podMetricsEndpoints"][0]["interval"], env[
+        "GPUSERVE_PROMETHEUS_SCRAPE_INTERVAL"
+    ]
+
+
+def test_the_operator_is_told_the_interval_the_pod_monitor_scrapes_at() -> None:
+    # Its query windows follow that interval: told another, its rate() ranges could hold
+    # a single sample and return nothing (controllers/query_windows.py).
+    assert _scrape_intervals() == ("15s", "15s")
+    assert _scrape_intervals("--set", "prometheus.scrapeInterval=30s") == ("30s", "30s")
+    assert _scrape_intervals("--set", "monitoring.podMonitor.interval=1m") == ("1m", "1m")
 
 
 def test_ha_renders_peered_statefulset_with_distinct_priorities() -> None:

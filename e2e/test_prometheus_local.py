@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -119,6 +121,7 @@ def test_one_pass_reads_every_service_as_the_per_service_read_does(triton: Trito
     """The autoscaler's pass queries Prometheus once per signal for all services; each
     service's figures must be those a query for that service alone gives."""
     from controllers.prometheus_source import PrometheusSource
+    from controllers.query_windows import QueryWindows
 
     infer_sleeper(triton.grpc_url, 6)
     prometheus = PrometheusServer(scrape_interval_s=1.0).start()
@@ -139,7 +142,7 @@ def test_one_pass_reads_every_service_as_the_per_service_read_does(triton: Trito
             lambda r: len(r) == 2,
             timeout=30,
         )
-        source = PrometheusSource(prometheus.url, window="15s")
+        source = PrometheusSource(prometheus.url, windows=QueryWindows(1.0))
         every = source.read_all()
         assert every.error is None
         for ns, name in services:
@@ -155,7 +158,65 @@ def test_one_pass_reads_every_service_as_the_per_service_read_does(triton: Trito
         assert not every.has_series("team-a", "missing")
         assert every.of("team-a", "missing").sample.get("success_rate") is None
         # Prometheus gone: one error for the pass, every service's values missing.
-        down = PrometheusSource("http://127.0.0.1:9", window="15s").read_all()
+        down = PrometheusSource("http://127.0.0.1:9", windows=QueryWindows(1.0)).read_all()
         assert down.error and down.of("team-a", "sleeper").error == down.error
     finally:
         prometheus.stop()
+
+
+def _send_until(grpc_url: str, stop: threading.Event, deadline: float, errors: list[str]) -> None:
+    """One request every 0.2 s until ``stop`` or ``deadline``; each failure recorded."""
+    while not stop.is_set() and time.monotonic() < deadline:
+        try:
+            infer_sleeper(grpc_url, 1, timeout_s=5.0)
+        except Exception as exc:  # every failure is counted, none ignored
+            errors.append(repr(exc))
+        stop.wait(0.2)
+
+
+@pytest.mark.prometheus
+@pytest.mark.triton
+@needs_prometheus
+def test_behind_a_15s_scrape_the_windows_hold_the_samples_their_queries_need(
+    triton: TritonServer,
+) -> None:
+    """The chart's PodMonitor scrapes every 15 s. A 15-s rate() range then holds one sample
+    and returns nothing, as the operator's fixed 15-s range did (the autoscaler held, its
+    metrics missing); the windows it takes for the interval it is told hold four."""
+    from controllers.prometheus_source import PrometheusSource
+    from controllers.query_windows import QueryWindows
+
+    windows = QueryWindows(15.0)
+    prometheus = PrometheusServer(scrape_interval_s=15.0).start()
+    stop, errors = threading.Event(), list[str]()
+    sender = threading.Thread(
+        target=_send_until, args=(triton.grpc_url, stop, time.monotonic() + 150, errors)
+    )
+    try:
+        labels = {"namespace": "team-a", "pod": "sleeper-0", "service": "sleeper"}
+        prometheus.set_targets([{"address": triton.metrics_address, "labels": labels}])
+        sender.start()
+        # Five scrapes: a 60-s range then holds at least four samples.
+        prometheus.wait_for(
+            'count_over_time(nv_inference_request_success{service="sleeper"}[5m])',
+            lambda r: bool(r) and float(r[0]["value"][1]) >= 5,
+            timeout=120,
+        )
+        api = PrometheusConnect(url=prometheus.url, disable_ssl=True)
+        series = 'nv_inference_request_success{service="sleeper"}'
+        assert api.custom_query(f"rate({series}[15s])") == []  # one sample in the range
+        assert api.custom_query(f"rate({series}[{windows.rate_range}])") != []
+        sample = PrometheusSource(prometheus.url, windows=windows).read(
+            namespace="team-a", service="sleeper"
+        ).sample
+        for name in ("success_rate", "arrival_rate", "recent_completion_rate"):
+            value = sample.get(name)
+            assert value is not None and value > 0, (name, value)
+        # Five requests a second at most, one at a time: the rate read is of that order.
+        assert (sample.get("success_rate") or 0.0) < 6.0
+    finally:
+        stop.set()
+        if sender.ident is not None:  # started
+            sender.join(timeout=10)
+        prometheus.stop()
+    assert errors == []

@@ -76,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         ).start()
         runner = plane.runner
         print(f"Prometheus: {plane.prometheus_url}", flush=True)
+        # What an operator started by hand against this data plane needs in its env.
+        print(" ".join(f"{k}={v}" for k, v in plane.operator_env.items()), flush=True)
     try:
         while not done.is_set():
             print(table(runner.instances()), flush=True)

@@ -1,7 +1,7 @@
 """LocalDataPlane: a real Prometheus plus the LocalRunner, started and stopped together.
 
     with LocalDataPlane(kubeconfig) as plane:
-        operator_env = {"GPUSERVE_PROMETHEUS_URL": plane.prometheus_url, ...}
+        operator_env = {**plane.operator_env, ...}
         Target(model="sleeper", endpoints=plane.runner.endpoints_for(ns, "sleeper-chat"))
 
 ``stop_prometheus()`` / ``start_prometheus()`` take Prometheus away and bring it back on the
@@ -38,6 +38,15 @@ class LocalDataPlane(StartStop):
         if self._port is None:
             raise RuntimeError("Prometheus was never started")
         return f"http://127.0.0.1:{self._port}"
+
+    @property
+    def operator_env(self) -> dict[str, str]:
+        """What the operator is told of this Prometheus: where it is and how often it
+        scrapes (its query windows follow the interval, controllers.query_windows)."""
+        return {
+            "GPUSERVE_PROMETHEUS_URL": self.prometheus_url,
+            "GPUSERVE_PROMETHEUS_SCRAPE_INTERVAL": f"{self.scrape_interval_s:g}s",
+        }
 
     def start_prometheus(self, timeout: float = 30.0) -> PrometheusServer:
         if self.prometheus is not None:

@@ -49,7 +49,7 @@ def local_stack(
             cluster,
             workdir / "operator.log",
             env={
-                "GPUSERVE_PROMETHEUS_URL": plane.prometheus_url,
+                **plane.operator_env,
                 "GPUSERVE_AUTOSCALE_INTERVAL": f"{autoscale_interval_s:g}",
                 "GPUSERVE_EXTRA_POD_LABELS": EXTERNAL_READINESS,
             },

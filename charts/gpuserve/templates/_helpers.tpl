@@ -91,3 +91,8 @@ pause each other.
 {{- printf " unless on (namespace, service) (%s)" (join " or " $sel) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* How often Prometheus scrapes Triton: the PodMonitor's interval and what the operator is told (one value for both). */}}
+{{- define "gpuserve.scrapeInterval" -}}
+{{- .Values.monitoring.podMonitor.interval | default .Values.prometheus.scrapeInterval -}}
+{{- end -}}
