@@ -204,7 +204,9 @@ def simulate_slice(workload: Workload, cold_start: float, seed: int) -> SimResul
         rate_window=RATE_WINDOW_S,
     )
     policy = replace(
-        policy_config_from_spec(spec, classes, rate_window=RATE_WINDOW_S),
+        policy_config_from_spec(
+            spec, classes, rate_window=RATE_WINDOW_S, scrape_interval=SCRAPE_S
+        ),
         cold_start=cold_start,
     )
     scaler = GpuserveScaler(config=policy, interval=EVALUATION_S)

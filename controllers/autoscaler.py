@@ -30,7 +30,12 @@ from controllers.prometheus_source import Reading, Readings, VllmReadings
 from controllers.settings import PROMETHEUS_URL
 from controllers.state import OperatorState, ScalingMemory, state_of, uid_of
 from gpuserve.api.conditions import ConditionWriter
-from gpuserve.api.models import LLM_FORMATS, InferenceService, parse_inference_service
+from gpuserve.api.models import (
+    LLM_FORMATS,
+    InferenceService,
+    InferenceServiceSpec,
+    parse_inference_service,
+)
 from gpuserve.api.status import InferenceServiceStatus, ScalingDecisionStatus
 from gpuserve.autoscaling import Decision, MetricHistory, MetricSample, PolicyMemory, decide
 from gpuserve.autoscaling.config import PolicyConfig
@@ -116,9 +121,18 @@ def evaluate(
     view = view_of(key, kw)
     if _awaiting_first_pods(body, svc, view, reading.sample.at):
         return None  # the first decision starts from the pods the spec asked for
-    rate_window = state.settings.windows.rate_window_s
+    windows = state.settings.windows  # the scrape interval and the windows behind it
     classes = view.cluster.valid_classes()
-    config = policy_config_from_spec(svc.spec, classes, rate_window=rate_window)
+
+    def policy_config(spec: InferenceServiceSpec) -> PolicyConfig:
+        return policy_config_from_spec(
+            spec,
+            classes,
+            rate_window=windows.rate_window_s,
+            scrape_interval=windows.scrape_interval_s,
+        )
+
+    config = policy_config(svc.spec)
     history = _history(memory, reading, 2 * config.stable_window)
     try:
         decision = _decide_and_record(
@@ -135,7 +149,7 @@ def evaluate(
             svc = parse_inference_service(live)
         except ValidationError:
             return None
-        config = policy_config_from_spec(svc.spec, classes, rate_window=rate_window)
+        config = policy_config(svc.spec)
         decision = _decide_and_record(
             live, svc, config, view, reading, history, memory, ready, vllm
         )

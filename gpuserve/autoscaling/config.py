@@ -71,6 +71,9 @@ class PolicyConfig:
     max_sample_age: samples older than this are stale and ignored.
     rate_window: the window of the controller's rate() queries. Samples closer than it
         overlap, so they count as fewer independent points when judging a trend.
+    scrape_interval: how often Prometheus scrapes (0: as often as the policy is called).
+        A gauge changes once per scrape, so two samples closer than it may hold one
+        scrape's worth of change; growth between them is measured over at least this.
     cold_start / warm_start: priors for start-up and promotion times when the pool
         carries no measurement.
     lookahead: scale up for the demand expected when new pods become ready
@@ -105,6 +108,7 @@ class PolicyConfig:
     scale_down_max_fraction: float = 0.5
     max_sample_age: float = 30.0
     rate_window: float = 20.0
+    scrape_interval: float = 0.0
     cold_start: float = 60.0
     warm_start: float = 2.0
     lookahead: bool = True

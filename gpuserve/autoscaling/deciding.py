@@ -158,7 +158,7 @@ def decide(
     # Bursts faster than a cold start cannot be chased: keep headroom for the surges
     # measured over the burst memory, less those whose excess fits the miss budget.
     clearable = pools.serving_ready * reference.rate * reference.queue_budget
-    arriving = _queue_growth(history, clearable)
+    arriving = _queue_growth(history, clearable, config.scrape_interval)
     surge, rose_from = _surge(config, history, now, horizon, reference.rate, arriving)
     clump = (
         _clump(history, reference, pools.serving_ready, level)
@@ -483,21 +483,25 @@ def _clump(history: MetricHistory, reference: CapacityEstimate, ready: int, leve
     return max(0.0, depths[1] / reference.queue_budget - level)
 
 
-def _queue_growth(history: MetricHistory, clearable: float) -> tuple[float, float]:
+def _queue_growth(
+    history: MetricHistory, clearable: float, scrape_interval: float
+) -> tuple[float, float]:
     """Arrivals per second over the last scrape interval while the queue holds more than
     the ready pods clear within the budget: its growth plus the requests that left it
     (completed or failed) since the scrape before. Rates over the rate window see a burst
     shorter than the window only in part; the queue gauge and the last scrapes see it at
     once. A queue policy's timeouts cap the queue in a burst, so growth alone would miss
     it; the failures they cause are counted as they happen. 0 unless the queue grew past
-    ``clearable``. Also returns the seconds it was measured over (its noise follows them)."""
+    ``clearable``. Also returns the seconds it was measured over (its noise follows them):
+    at least a ``scrape_interval``, since behind a scrape slower than the evaluations the
+    gauge moves once per scrape, by a whole interval's growth."""
     samples = [x for x in history.samples[-2:] if x.get("queue_depth") is not None]
     if len(samples) < 2 or samples[1].at <= samples[0].at:
         return 0.0, 0.0
     before, after = samples[0].get("queue_depth") or 0.0, samples[1].get("queue_depth") or 0.0
     if after <= clearable or after <= before:
         return 0.0, 0.0
-    gap = samples[1].at - samples[0].at
+    gap = max(samples[1].at - samples[0].at, scrape_interval)
     done = samples[1].get("recent_completion_rate")
     if done is None:
         done = samples[1].get("success_rate") or 0.0

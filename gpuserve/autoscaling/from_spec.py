@@ -72,10 +72,12 @@ def policy_config_from_spec(
     classes: Mapping[str, AcceleratorClassSpec] | None = None,
     *,
     rate_window: float = 20.0,
+    scrape_interval: float = 0.0,
 ) -> PolicyConfig:
     """``classes`` is accepted for symmetry with placement; per-class speed reaches the
     policy through the pool state. ``rate_window``: the window of the caller's rate()
-    queries (it tells the policy how much consecutive samples overlap)."""
+    queries (it tells the policy how much consecutive samples overlap);
+    ``scrape_interval``: how often its Prometheus scrapes (0: at every call)."""
     scaling = spec.scaling
     stable = parse_duration(scaling.stable_window)
     panic = min(parse_duration(scaling.panic_window), stable)
@@ -93,6 +95,7 @@ def policy_config_from_spec(
         scale_down_window=parse_duration(scaling.scale_down_stabilization),
         target_queue_depth=scaling.target_queue_depth,
         rate_window=rate_window,
+        scrape_interval=scrape_interval,
         warm_pool_auto=scaling.warm_pool_mode == "auto",
         warm_pool_max=scaling.warm_pool_ceiling,
     )
