@@ -88,7 +88,7 @@ class Load:
         return self.result
 
 
-def wait_ready(stack: Stack, namespace: str, name: str) -> dict[str, Any]:
+def wait_ready(stack: Stack, namespace: str, name: str, timeout: float = READY_S) -> dict[str, Any]:
     def probe() -> dict[str, Any] | None:
         status = service_status(stack.cluster, namespace, name)
         ready = condition(status, "Ready")
@@ -96,7 +96,7 @@ def wait_ready(stack: Stack, namespace: str, name: str) -> dict[str, Any]:
         fine = ready and ready["status"] == "True" and metrics and metrics["status"] == "True"
         return status if fine and status.get("replicas") == 1 else None
 
-    return wait_for(probe, READY_S, f"{name} Ready with fresh metrics and 1 replica")
+    return wait_for(probe, timeout, f"{name} Ready with fresh metrics and 1 replica")
 
 
 def desired(stack: Stack, namespace: str, name: str) -> int:
@@ -237,3 +237,34 @@ def test_an_auto_warm_pool_is_sized_by_the_autoscaler(stack: Stack, namespace: s
     wait_for(sized, 60, f"{standby} at the {wanted} standby pod(s) the autoscaler wants")
     schedulable = condition(service_status(stack.cluster, namespace, name), "Schedulable")
     assert schedulable and f"{wanted} warm" in schedulable["message"], schedulable
+
+
+def test_behind_a_15s_scrape_the_autoscaler_reads_its_rates_and_scales_up(
+    cluster: ClusterHandle, namespace: str, tmp_path: Path
+) -> None:
+    """Prometheus scraping every 15 s, the chart's PodMonitor default. The operator is told
+    the interval (as the chart tells it) and queries four intervals; its fixed 15-s range
+    held one sample, so the rates stayed missing and the service never showed fresh
+    metrics here."""
+    scrape = 15.0
+    with local_stack(
+        cluster, tmp_path, namespaces=frozenset({namespace}), scrape_interval_s=scrape
+    ) as stack:
+        assert stack.plane.operator_env["GPUSERVE_PROMETHEUS_SCRAPE_INTERVAL"] == "15s"
+        name = "slow-scrape"
+        apply(stack.cluster, namespace, loop_service(name))
+        # Rates need two scrapes in their 60-s range: up to a minute more than at 1 s.
+        wait_ready(stack, namespace, name, timeout=READY_S + 4 * scrape)
+        load = Load(stack, namespace, name, seconds=90).start()
+        wait_for(
+            lambda: service_status(stack.cluster, namespace, name).get("replicas", 0) >= 2,
+            90,
+            "a second serving replica under load behind a 15-s scrape",
+        )
+        result = load.join(timeout=180)
+        assert result.failures == 0, [r.error for r in result.records if not r.ok][:5]
+        status = service_status(stack.cluster, namespace, name)
+        metrics = condition(status, "MetricsAvailable")
+        assert metrics and metrics["status"] == "True", metrics
+        ups = [d for d in status.get("decisions", []) if d["desiredReplicas"] >= 2]
+        assert ups and all(d["reason"] for d in ups), status.get("decisions")
