@@ -30,7 +30,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import yaml
 
-from controllers.query_windows import QueryWindows
 from e2e.cluster.testkit import ClusterHandle, wait_for
 from e2e.loadgen import Limits, LoadResult, Target, percentile
 from e2e.loadgen.runner import replay
@@ -46,6 +45,7 @@ from gpuserve.api.models import (
     parse_inference_service,
 )
 from gpuserve.autoscaling.from_spec import policy_config_from_spec
+from gpuserve.autoscaling.query_windows import QueryWindows
 from gpuserve.resources.naming import SERVICES_PLURAL
 from gpuserve.sim.from_spec import default_times, sim_config_from_spec
 from gpuserve.sim.generators import bursty

@@ -224,6 +224,7 @@ def _render(
             pools=pools,
             extra_pod_labels=state.settings.extra_pod_labels,
             prometheus_url=state.settings.keda_prometheus_url,
+            scrape_interval=state.settings.scrape_interval,
         )
     )
 

@@ -18,8 +18,8 @@ from prometheus_api_client.exceptions import PrometheusApiClientException
 from requests.exceptions import RequestException
 from urllib3.util.retry import Retry
 
-from controllers.query_windows import QueryWindows
 from gpuserve.autoscaling.metrics import MetricSample
+from gpuserve.autoscaling.query_windows import QueryWindows
 from gpuserve.llm.observing import VllmSnapshot, snapshot_from_samples
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ class PrometheusSource:
         self, url: str, *, windows: QueryWindows | None = None, timeout: float = 3.0
     ) -> None:
         self.url = url
-        # The windows follow how often Prometheus scrapes (controllers.query_windows).
+        # The windows follow how often Prometheus scrapes (gpuserve.autoscaling.query_windows).
         self.windows = windows or QueryWindows()
         self.window = self.windows.rate_range
         # No client-side retries: an unreachable Prometheus must fail fast (the policy

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from controllers.query_windows import QueryWindows
 from gpuserve.api.durations import parse_duration
+from gpuserve.autoscaling.query_windows import QueryWindows
 
 PROMETHEUS_URL = "GPUSERVE_PROMETHEUS_URL"
 # How often that Prometheus scrapes Triton (a duration, "15s"): the query windows follow it.

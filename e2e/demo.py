@@ -183,7 +183,7 @@ class Watcher:
         from kubernetes import client, config
 
         from controllers.prometheus_source import PrometheusSource
-        from controllers.query_windows import QueryWindows
+        from gpuserve.autoscaling.query_windows import QueryWindows
 
         self.api = client.CustomObjectsApi(config.new_client_from_config(str(kubeconfig)))
         # The operator's own windows for this Prometheus: the view shows what it reads.

@@ -446,7 +446,7 @@ def _scrape_intervals(*sets: str) -> tuple[str, str]:
 
 def test_the_operator_is_told_the_interval_the_pod_monitor_scrapes_at() -> None:
     # Its query windows follow that interval: told another, its rate() ranges could hold
-    # a single sample and return nothing (controllers/query_windows.py).
+    # a single sample and return nothing (gpuserve/autoscaling/query_windows.py).
     assert _scrape_intervals() == ("15s", "15s")
     assert _scrape_intervals("--set", "prometheus.scrapeInterval=30s") == ("30s", "30s")
     assert _scrape_intervals("--set", "monitoring.podMonitor.interval=1m") == ("1m", "1m")

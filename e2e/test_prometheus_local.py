@@ -121,7 +121,7 @@ def test_one_pass_reads_every_service_as_the_per_service_read_does(triton: Trito
     """The autoscaler's pass queries Prometheus once per signal for all services; each
     service's figures must be those a query for that service alone gives."""
     from controllers.prometheus_source import PrometheusSource
-    from controllers.query_windows import QueryWindows
+    from gpuserve.autoscaling.query_windows import QueryWindows
 
     infer_sleeper(triton.grpc_url, 6)
     prometheus = PrometheusServer(scrape_interval_s=1.0).start()
@@ -184,7 +184,7 @@ def test_behind_a_15s_scrape_the_windows_hold_the_samples_their_queries_need(
     and returns nothing, as the operator's fixed 15-s range did (the autoscaler held, its
     metrics missing); the windows it takes for the interval it is told hold four."""
     from controllers.prometheus_source import PrometheusSource
-    from controllers.query_windows import QueryWindows
+    from gpuserve.autoscaling.query_windows import QueryWindows
 
     windows = QueryWindows(15.0)
     prometheus = PrometheusServer(scrape_interval_s=15.0).start()

@@ -11,12 +11,12 @@ from gpuserve.resources.keda import rate_threshold, scaled_object
 H100 = AcceleratorClassSpec.model_validate({"gpuProduct": "NVIDIA-H100-80GB-HBM3"})
 
 
-def _keda(**scaling: Any) -> dict[str, Any]:
+def _keda(scrape_interval: float = 15.0, **scaling: Any) -> dict[str, Any]:
     body = valid_service("chat")
     body["metadata"]["namespace"] = "ml"
     body["spec"]["scaling"] = {"minReplicas": 1, "maxReplicas": 6, "engine": "keda", **scaling}
     svc = parse_inference_service(body)
-    return scaled_object(svc, "h100", H100, "http://prom:9090")
+    return scaled_object(svc, "h100", H100, "http://prom:9090", scrape_interval)
 
 
 def test_windows_map_onto_the_trigger_and_the_hpa_behaviour() -> None:
@@ -41,6 +41,17 @@ def test_defaults_change_with_the_fields() -> None:
     assert "[60s]" in default["triggers"][0]["metadata"]["query"]
     assert default["pollingInterval"] == 6
     assert len(default["triggers"]) == 1  # no queue trigger unless a target is set
+
+
+def test_the_trigger_range_holds_four_scrapes_where_the_stable_window_is_shorter() -> None:
+    # rate() over a range with one sample in it returns nothing, and KEDA would read no load.
+    def query(scrape: float, **scaling: Any) -> str:
+        return str(_keda(scrape, **scaling)["spec"]["triggers"][0]["metadata"]["query"])
+
+    assert "[20s]" in query(1.0, stableWindow="20s")  # a fast scrape: the window as stated
+    assert "[60s]" in query(15.0, stableWindow="20s")  # four 15-s scrapes
+    assert "[120s]" in query(30.0)  # the 60-s default behind a 30-s scrape
+    assert "[90s]" in query(15.0, stableWindow="90s")  # long enough already
 
 
 def test_target_queue_depth_adds_a_queue_trigger() -> None:

@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 
 from controllers.prometheus_source import PrometheusSource
-from controllers.query_windows import QueryWindows
 from controllers.settings import Settings, SettingsError
 from controllers.state import OperatorState
+from gpuserve.autoscaling.query_windows import QueryWindows
 
 
 def test_behind_a_fast_scrape_the_windows_are_those_the_rules_were_measured_with() -> None:
     for fast in (0.5, 1.0, 3.0):
         w = QueryWindows(fast)
-        assert w.rate_window_s == 15.0 and w.rate_range == "15000ms"
+        assert w.rate_window_s == 15.0 and w.rate_range == "15s"  # the query as before
         assert w.vllm_windows_s == (60.0, 15.0)
 
 
@@ -57,5 +57,5 @@ def test_the_operator_queries_with_the_windows_of_the_interval_it_was_told() -> 
     settings = Settings.from_environment({**env, "GPUSERVE_PROMETHEUS_SCRAPE_INTERVAL": "30s"})
     source = OperatorState.start(settings).prometheus
     assert isinstance(source, PrometheusSource)
-    assert source.window == "120000ms"
+    assert source.window == "120s"
     assert source.windows.vllm_windows_s == (120.0, 30.0)

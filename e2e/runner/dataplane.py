@@ -42,7 +42,7 @@ class LocalDataPlane(StartStop):
     @property
     def operator_env(self) -> dict[str, str]:
         """What the operator is told of this Prometheus: where it is and how often it
-        scrapes (its query windows follow the interval, controllers.query_windows)."""
+        scrapes (its query windows follow the interval, gpuserve.autoscaling.query_windows)."""
         return {
             "GPUSERVE_PROMETHEUS_URL": self.prometheus_url,
             "GPUSERVE_PROMETHEUS_SCRAPE_INTERVAL": f"{self.scrape_interval_s:g}s",

@@ -9,7 +9,7 @@ The `scaling` fields the built-in loop reads mean the same with KEDA (nothing is
 
 | field | ScaledObject |
 |---|---|
-| `stableWindow` | the rate() range of the request-rate trigger (demand is averaged over it) |
+| `stableWindow` | the rate() range of the request-rate trigger (at least 4 scrape intervals) |
 | `panicWindow` | `pollingInterval` (how often KEDA reads the triggers); scale-up is never held |
 | `scaleDownStabilization` | the HPA behaviour's `scaleDown.stabilizationWindowSeconds` |
 | the policy's step limits | `scaleUp` / `scaleDown` policies per HPA period (15 s) |
@@ -26,6 +26,7 @@ from gpuserve.api.models import AcceleratorClassSpec, InferenceService
 from gpuserve.autoscaling.capacity import replica_capacity
 from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.from_spec import policy_config_from_spec
+from gpuserve.autoscaling.query_windows import QueryWindows, promql_range
 from gpuserve.resources.naming import deployment_name
 
 Obj = dict[str, Any]
@@ -79,13 +80,18 @@ def _behavior(config: PolicyConfig) -> Obj:
 
 
 def scaled_object(
-    svc: InferenceService, class_name: str, accel: AcceleratorClassSpec, prometheus_url: str
+    svc: InferenceService,
+    class_name: str,
+    accel: AcceleratorClassSpec,
+    prometheus_url: str,
+    scrape_interval: float = 15.0,
 ) -> Obj:
     name = svc.metadata.name
     ns = svc.metadata.namespace or "default"
     config = policy_config_from_spec(svc.spec)
     series = f'{{namespace="{ns}",service="{name}"}}'
-    window = f"{max(1, math.ceil(config.stable_window))}s"
+    stable = max(1, math.ceil(config.stable_window))
+    window = promql_range(QueryWindows(scrape_interval).rate_window_over(stable))
     triggers: list[Obj] = [
         {
             "type": "prometheus",

@@ -83,8 +83,10 @@ class RenderInput:
     # Operator-wide pod labels (e.g. for a service mesh, or the local harness's readiness
     # hook); they never override gpuserve's own labels.
     extra_pod_labels: Mapping[str, str] = field(default_factory=dict)
-    # Where KEDA's Prometheus trigger reads from (engine: keda).
+    # Where KEDA's Prometheus trigger reads from (engine: keda), and how often that
+    # Prometheus scrapes (the trigger's rate() range holds the samples it needs).
     prometheus_url: str = "http://prometheus.monitoring:9090"
+    scrape_interval: float = 15.0
 
 
 def _owner(service: InferenceService) -> Obj:
@@ -336,7 +338,9 @@ def render_children(inp: RenderInput) -> list[Obj]:
             # KEDA owns this Deployment's replica count; gpuserve must not apply it.
             keda_target = class_name
             del dep["spec"]["replicas"]
-            so = scaled_object(svc, class_name, accel, inp.prometheus_url)
+            so = scaled_object(
+                svc, class_name, accel, inp.prometheus_url, inp.scrape_interval
+            )
             so["metadata"] = _meta(svc, svc.metadata.name)
             children.append(so)
         children.append(dep)

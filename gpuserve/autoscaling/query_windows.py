@@ -8,7 +8,8 @@ reads its series at instants a window apart and divides by the window: an instan
 returns each series' newest sample, so a window that is not a whole number of intervals
 would count one interval's increase in some passes and two in others. Behind a scrape of
 a second or so (the local stack) the windows are those the rules were built and measured
-with: 15 s for rates, 60 s and 15 s for the LLM rule.
+with: 15 s for rates, 60 s and 15 s for the LLM rule. KEDA's trigger (engine: keda) reads
+rate() over the service's stable window, widened the same way.
 """
 
 from __future__ import annotations
@@ -33,15 +34,19 @@ class QueryWindows:
         if not math.isfinite(self.scrape_interval_s) or self.scrape_interval_s <= 0:
             raise ValueError(f"scrape interval: must be positive, got {self.scrape_interval_s}")
 
+    def rate_window_over(self, seconds: float) -> float:
+        """A rate() range of at least ``seconds`` that holds enough samples."""
+        return max(seconds, RATE_SAMPLES * self.scrape_interval_s)
+
     @property
     def rate_window_s(self) -> float:
         """The range of the request rule's rate() queries (and the policy's rate window)."""
-        return max(RATE_WINDOW_S, RATE_SAMPLES * self.scrape_interval_s)
+        return self.rate_window_over(RATE_WINDOW_S)
 
     @property
     def rate_range(self) -> str:
-        """``rate_window_s`` as PromQL writes a range (whole milliseconds)."""
-        return f"{round(self.rate_window_s * 1000)}ms"
+        """``rate_window_s`` as PromQL writes a range."""
+        return promql_range(self.rate_window_s)
 
     @property
     def vllm_windows_s(self) -> tuple[float, float]:
@@ -53,3 +58,9 @@ class QueryWindows:
         """``seconds`` rounded up to a whole number of scrape intervals (at least one)."""
         s = self.scrape_interval_s
         return max(1, math.ceil(seconds / s - 1e-9)) * s
+
+
+def promql_range(seconds: float) -> str:
+    """A range as PromQL writes one: whole seconds where it is, else whole milliseconds."""
+    ms = round(seconds * 1000)
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
