@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gpuserve.api.durations import parse_duration
-from gpuserve.autoscaling.query_windows import QueryWindows
+from gpuserve.autoscaling.query_windows import DEFAULT_SCRAPE_INTERVAL_S, QueryWindows
 
 PROMETHEUS_URL = "GPUSERVE_PROMETHEUS_URL"
 # How often that Prometheus scrapes Triton (a duration, "15s"): the query windows follow it.
@@ -34,8 +34,7 @@ class SettingsError(ValueError):
 class Settings:
     # Empty: no built-in autoscaling (services hold at their bounds, and say why).
     prometheus_url: str = ""
-    # The chart's PodMonitor scrapes every 15 s unless told otherwise.
-    scrape_interval: float = 15.0
+    scrape_interval: float = DEFAULT_SCRAPE_INTERVAL_S
     autoscale_interval: float = 5.0
     # Labels added to every Triton pod (the chart's `podLabels`).
     extra_pod_labels: Mapping[str, str] = field(default_factory=dict)

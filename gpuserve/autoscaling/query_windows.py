@@ -17,6 +17,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+# The chart's PodMonitor scrapes every 15 s unless told otherwise: the interval assumed when
+# none is stated.
+DEFAULT_SCRAPE_INTERVAL_S = 15.0
 RATE_WINDOW_S = 15.0  # the rate() range behind a fast scrape
 RATE_SAMPLES = 4  # scrape intervals a rate() range holds at least (Prometheus' advice)
 LLM_STABLE_S = 60.0  # the LLM rule's stable window behind a fast scrape
@@ -28,7 +31,7 @@ LLM_STABLE_INTERVALS = 4  # the stable window spans at least this many intervals
 class QueryWindows:
     """The windows for a Prometheus that scrapes Triton every ``scrape_interval_s``."""
 
-    scrape_interval_s: float = 15.0
+    scrape_interval_s: float = DEFAULT_SCRAPE_INTERVAL_S
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.scrape_interval_s) or self.scrape_interval_s <= 0:

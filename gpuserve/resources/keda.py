@@ -26,7 +26,11 @@ from gpuserve.api.models import AcceleratorClassSpec, InferenceService
 from gpuserve.autoscaling.capacity import replica_capacity
 from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.from_spec import policy_config_from_spec
-from gpuserve.autoscaling.query_windows import QueryWindows, promql_range
+from gpuserve.autoscaling.query_windows import (
+    DEFAULT_SCRAPE_INTERVAL_S,
+    QueryWindows,
+    promql_range,
+)
 from gpuserve.resources.naming import deployment_name
 
 Obj = dict[str, Any]
@@ -84,7 +88,7 @@ def scaled_object(
     class_name: str,
     accel: AcceleratorClassSpec,
     prometheus_url: str,
-    scrape_interval: float = 15.0,
+    scrape_interval: float = DEFAULT_SCRAPE_INTERVAL_S,
 ) -> Obj:
     name = svc.metadata.name
     ns = svc.metadata.namespace or "default"

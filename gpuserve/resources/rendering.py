@@ -20,6 +20,7 @@ from gpuserve.api.models import (
     InferenceServiceSpec,
     default_triton_image,
 )
+from gpuserve.autoscaling.query_windows import DEFAULT_SCRAPE_INTERVAL_S
 from gpuserve.llm.from_spec import rendered_batched_tokens
 from gpuserve.placement.planning import PoolsPlan
 from gpuserve.resources import inference_pool
@@ -86,7 +87,7 @@ class RenderInput:
     # Where KEDA's Prometheus trigger reads from (engine: keda), and how often that
     # Prometheus scrapes (the trigger's rate() range holds the samples it needs).
     prometheus_url: str = "http://prometheus.monitoring:9090"
-    scrape_interval: float = 15.0
+    scrape_interval: float = DEFAULT_SCRAPE_INTERVAL_S
 
 
 def _owner(service: InferenceService) -> Obj:
@@ -338,9 +339,7 @@ def render_children(inp: RenderInput) -> list[Obj]:
             # KEDA owns this Deployment's replica count; gpuserve must not apply it.
             keda_target = class_name
             del dep["spec"]["replicas"]
-            so = scaled_object(
-                svc, class_name, accel, inp.prometheus_url, inp.scrape_interval
-            )
+            so = scaled_object(svc, class_name, accel, inp.prometheus_url, inp.scrape_interval)
             so["metadata"] = _meta(svc, svc.metadata.name)
             children.append(so)
         children.append(dep)
