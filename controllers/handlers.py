@@ -6,6 +6,7 @@ from controllers import (
     indexes,
     inferenceservice,
     kopf_barrier,
+    kopf_vanished_kinds,
     login,
     periodic,
     startup,
@@ -13,6 +14,8 @@ from controllers import (
 
 # Before kopf starts: its start-up barrier would otherwise cost N^2 wake-ups.
 kopf_barrier.install()
+# A watched kind answering 404 (its CRD just deleted) would otherwise end the operator.
+kopf_vanished_kinds.install()
 
 __all__ = [
     "acceleratorclass",
