@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -30,6 +32,10 @@ KOPF_CONTINUOUS_WATCH = watching.continuous_watch
 # Long enough not to spin while kopf's observer catches up (milliseconds), short enough
 # that a kind whose CRD comes straight back is listed again at once.
 NOT_SERVED_PAUSE_S = 1.0
+# One warning per kind in this many seconds: a kind that stays unserved (kopf never sees
+# its CRD change) would otherwise log every pause.
+WARN_EVERY_S = 60.0
+_warned_at: dict[str, float] = {}
 
 
 async def continuous_watch_pausing_on_404(**kwargs: Any) -> AsyncIterator[Any]:
@@ -39,11 +45,15 @@ async def continuous_watch_pausing_on_404(**kwargs: Any) -> AsyncIterator[Any]:
         async for item in KOPF_CONTINUOUS_WATCH(**kwargs):
             yield item
     except errors.APINotFoundError as exc:
-        log.warning(
-            "%s is not served by the API server (%s): its CRD is gone or not served yet; "
-            "watching again in %.0f s until the CRD's change is seen",
-            kwargs.get("resource"), exc, NOT_SERVED_PAUSE_S,
-        )
+        kind = str(kwargs.get("resource"))
+        now = time.monotonic()
+        if now - _warned_at.get(kind, -math.inf) >= WARN_EVERY_S:
+            _warned_at[kind] = now
+            log.warning(
+                "%s is not served by the API server (%s): its CRD is gone or not served "
+                "yet; watching again every %.0f s until the CRD's change is seen",
+                kind, exc, NOT_SERVED_PAUSE_S,
+            )
         await asyncio.sleep(NOT_SERVED_PAUSE_S)
 
 

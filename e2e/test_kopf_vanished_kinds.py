@@ -84,6 +84,8 @@ def test_a_kind_not_yet_served_is_watched_once_its_crd_exists(
 ) -> None:
     monkeypatch.setattr(watching, "continuous_watch", watching.continuous_watch)
     monkeypatch.setattr(kopf_vanished_kinds, "NOT_SERVED_PAUSE_S", 0.5)
+    monkeypatch.setattr(kopf_vanished_kinds, "WARN_EVERY_S", 0.0)  # a warning per pause
+    monkeypatch.setattr(kopf_vanished_kinds, "_warned_at", {})
     assert kopf_vanished_kinds.install()  # undone by monkeypatch at the end
     seen: list[Any] = []
 

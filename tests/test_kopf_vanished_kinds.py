@@ -4,6 +4,7 @@ pauses and starts again, where kopf as installed lets the error end its watcher.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -98,3 +99,20 @@ def test_kopf_as_installed_lets_the_404_end_its_watcher(
     with pytest.raises(errors.APINotFoundError):
         asyncio.run(watch(2))
     assert calls == ["404"]
+
+
+def test_a_kind_that_stays_unserved_warns_once_a_minute(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(kopf_vanished_kinds, "KOPF_CONTINUOUS_WATCH",
+                        flaky_stream(["404", "404", "404", "event"], calls))
+    monkeypatch.setattr(kopf_vanished_kinds, "NOT_SERVED_PAUSE_S", 0.0)
+    monkeypatch.setattr(kopf_vanished_kinds, "_warned_at", {})
+    monkeypatch.setattr(watching, "continuous_watch", watching.continuous_watch)
+    assert kopf_vanished_kinds.install()
+    with caplog.at_level(logging.WARNING, logger=kopf_vanished_kinds.__name__):
+        assert asyncio.run(watch(4)) == [EVENT]
+    warned = [r.getMessage() for r in caplog.records if "is not served" in r.getMessage()]
+    assert len(warned) == 1, warned
+    assert "inferenceservices" in warned[0]
