@@ -55,8 +55,7 @@ def crd(resource: references.Resource) -> dict[str, Any]:
     }
 
 
-async def watch_into(seen: list[Any], resource: references.Resource,
-                     cluster: ClusterHandle) -> None:
+async def watch_into(seen: list[Any], resource: references.Resource) -> None:
     """kopf's own infinite watch of ``resource``, with kopf's login from the kubeconfig."""
     settings = kopf.OperatorSettings()
     info = kopf.login_via_client(logger=logging.getLogger("e2e"), settings=settings)
@@ -90,7 +89,7 @@ def test_a_kind_not_yet_served_is_watched_once_its_crd_exists(
     seen: list[Any] = []
 
     async def scenario() -> None:
-        task = asyncio.create_task(watch_into(seen, kind, cluster))
+        task = asyncio.create_task(watch_into(seen, kind))
         try:
             await asyncio.sleep(3)  # several 404s: each must pause the stream, not end it
             assert not task.done(), task
@@ -122,5 +121,5 @@ def test_kopf_as_installed_fails_its_watch_at_the_first_404(
     monkeypatch.setattr(watching, "continuous_watch", kopf_vanished_kinds.KOPF_CONTINUOUS_WATCH)
     seen: list[Any] = []
     with pytest.raises(errors.APINotFoundError):
-        asyncio.run(asyncio.wait_for(watch_into(seen, kind, cluster), timeout=30))
+        asyncio.run(asyncio.wait_for(watch_into(seen, kind), timeout=30))
     assert seen == []
