@@ -27,6 +27,8 @@ the dynamic batcher (docs/autoscaling.md has the full list):
   Service; promotion puts them in after the class's warm start (endpoint propagation).
   Removed pods leave the endpoints at once and drain; if the warm pool is short they
   return to it instead of terminating.
+* With ``SimConfig.shedding``, each scrape names the pods to route around until the next
+  (``gpuserve.autoscaling.shedding``): arrivals go to the other ready pods.
 * Every pod holds a GPU from creation to termination: GPU-seconds and cost count
   starting, warm, serving and draining pods alike.
 """
@@ -42,8 +44,9 @@ from dataclasses import replace
 
 from gpuserve.autoscaling.allocating import UNBOUNDED
 from gpuserve.autoscaling.pools import ClassPool, PoolState
+from gpuserve.autoscaling.shedding import Backlog, backlogged
 from gpuserve.placement.planning import ClassCapacity, PoolNow, place
-from gpuserve.sim.config import SimConfig
+from gpuserve.sim.config import Shedding, SimConfig
 from gpuserve.sim.results import SimResult, TimelinePoint
 from gpuserve.sim.scalers import ScaleOrder, Scaler, ScalerView, resize_to
 from gpuserve.sim.scraping import MetricStore, Scrape
@@ -155,6 +158,7 @@ class Simulation:
         self.seq = 0
         self.pods: list[_Pod] = []
         self.lb: list[_Pod] = []
+        self.shed: frozenset[int] = frozenset()  # pods routed around until the next scrape
         self.rr = 0
         self.store = MetricStore(rate_window=config.rate_window)
         self.in_system = 0
@@ -284,6 +288,8 @@ class Simulation:
         lb = self.lb
         if not lb:
             return None
+        if self.shed:
+            lb = [p for p in lb if p.id not in self.shed] or lb
         mode = self.cfg.balancing
         if mode == "random":
             return lb[self.rng.randrange(len(lb))]
@@ -694,7 +700,10 @@ class Simulation:
         serving = [p for p in pods if p.role != _GONE]
         self._record_timeline(now, serving)
         if any(lo <= now < hi for lo, hi in self.cfg.scrape_outages):
+            self.shed = frozenset()  # nothing measured: route to every pod
             return
+        if self.cfg.shedding is not None:
+            self._shed(self.cfg.shedding)
         horizon = now - self.cfg.summary_max_age
         p95 = math.nan
         for pod in serving:
@@ -719,6 +728,10 @@ class Simulation:
                 p95=p95,
             )
         )
+
+    def _shed(self, rule: Shedding) -> None:
+        pods = [(p.id, Backlog(p.pending, rule.rate * p.speed, rule.budget)) for p in self.lb]
+        self.shed = backlogged(pods, arrivals=self.timeline[-1].demand, max_share=rule.max_share)
 
     def _record_timeline(self, now: float, alive: Sequence[_Pod]) -> None:
         interval = self.cfg.scrape_interval

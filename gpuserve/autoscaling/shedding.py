@@ -1,0 +1,55 @@
+"""Which serving pods to take out of routing while their queues drain.
+
+A Kubernetes Service spreads requests at random. After a burst, the pod that took it
+first holds a queue deeper than it can clear within the queue budget (its capacity times
+the budget), and for minutes every request routed to it waits behind that queue and
+misses the objective, while the pods started for the burst stand idle. Routing around
+such a pod until its queue drains serves those requests on the idle pods. A pod is left
+out only while the pods that stay in routing carry the measured arrivals at their modelled
+capacity, and never more than ``max_share`` of the pods (outlier ejection's usual bound):
+left out together, pods overloaded alike would push all the traffic onto a few pods.
+
+Measured in the simulator (``SimConfig.shedding``; docs/bench-notes/autoscaling.md,
+2026-12-02); the operator does not yet route around a pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+Key = TypeVar("Key", bound=Hashable)
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """One serving pod as the rule sees it: its queue now and what it clears."""
+
+    queued: float  # requests waiting in the pod's queue
+    rate: float  # requests/s the pod serves within the objective (its modelled capacity)
+    budget: float  # seconds a request may wait in its queue and still meet the objective
+
+    @property
+    def clearable(self) -> float:
+        """The deepest queue the pod clears within the budget."""
+        return self.rate * self.budget
+
+
+def backlogged(
+    pods: Sequence[tuple[Key, Backlog]], *, arrivals: float, max_share: float = 0.5
+) -> frozenset[Key]:
+    """The pods to route around: the deepest queues past what their pod clears within the
+    budget, deepest first, as long as the rest carry ``arrivals`` (requests/s) and at most
+    ``max_share`` of the pods are left out."""
+    if not 0.0 <= max_share < 1.0:
+        raise ValueError(f"max_share must be in [0, 1), not {max_share}")
+    carrying = sum(b.rate for _, b in pods)
+    limit = int(max_share * len(pods))
+    out: set[Key] = set()
+    for key, b in sorted(pods, key=lambda kb: kb[1].queued, reverse=True):
+        if len(out) >= limit or b.queued <= b.clearable or carrying - b.rate < arrivals:
+            break
+        out.add(key)
+        carrying -= b.rate
+    return frozenset(out)
