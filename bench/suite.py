@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/suite.py [--seeds N] [--workloads bursty flash-4x ...] [--loads 1 2]
         [--cache out/suite-cache] [--queue-timeout SECONDS] [--scale-down-window SECONDS]
-        [--history] [--shed-backlogged]
+        [--history] [--spread-only]
 
 Prints one table per workload and load (totals over the seeds), then a summary: the
 default policy's attainment, 5-minute window compliance and GPU-hours over the oracle's
@@ -25,9 +25,9 @@ seconds in the queue (a rejected request counts as a miss), for every policy.
 ``--scale-down-window S`` runs gpuserve's rows with the spec's ``scaleDownStabilization``
 set to S seconds (default: the API's default); the peers keep their own.
 
-``--shed-backlogged`` (2026-12-02) runs gpuserve's rows with the simulator routing around
-a pod whose queue it cannot clear within the budget (``gpuserve.autoscaling.shedding``),
-as a gateway's outlier ejection would; the operator does not do this yet.
+``--spread-only`` runs gpuserve's rows without routing around backlogged pods (rule 9 of
+docs/autoscaling.md, since 2026-12-02): every ready pod takes its random share of requests,
+as before, and as the peers' pods do behind a plain Service.
 
 ``--history`` runs the generated workloads (bursty, diurnal, drift, periodic) after 30
 minutes of the same kind of traffic, another draw of the generator ("yesterday"), instead
@@ -114,10 +114,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="seconds: gpuserve's scaleDownStabilization (default: the API's default)",
     )
     p.add_argument(
-        "--shed-backlogged",
+        "--spread-only",
         action="store_true",
-        help="gpuserve's rows route around pods whose queues they cannot clear within the "
-        "budget (gpuserve.autoscaling.shedding; the peers keep the Service's spreading)",
+        help="gpuserve's rows do not route around backlogged pods (the peers never do)",
     )
     p.add_argument(
         "--history",
@@ -272,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     setup = Setup(
         queue_timeout=args.queue_timeout,
         scale_down_window=args.scale_down_window,
-        shed_backlogged=args.shed_backlogged,
+        route_around=not args.spread_only,
     )
     # The default row is what the summary judges: it runs beside any warm pools asked for.
     rows = contenders(list(POLICIES), [0, *(w for w in args.warm_pool if w != 0)], [0.0])

@@ -67,7 +67,8 @@ def _wrapped(text: str, width: int) -> list[str]:
 
 
 def details(st: InferenceServiceStatus, width: int) -> list[str]:
-    """Every condition (type=status reason: message) and the last decision, in full."""
+    """Every condition (type=status reason: message), the last decision, in full, and the
+    pods routed around."""
     lines: list[str] = []
     for c in st.conditions:
         text = f"{c.type}={c.status} {c.reason}" + (f": {c.message}" if c.message else "")
@@ -76,6 +77,12 @@ def details(st: InferenceServiceStatus, width: int) -> list[str]:
         d = st.last_decision
         verb = "" if d.applied else " (advisory, not applied)"
         text = f"last decision{verb} at {d.time}: {d.reason} (desired {d.desired_replicas})"
+        lines += _wrapped(text, width)
+    for r in st.routed_around:
+        text = (
+            f"routed around: pod {r.pod} until it clears its queue "
+            f"({r.queued:g} waiting, {r.clears:g} clear within the queue budget)"
+        )
         lines += _wrapped(text, width)
     return lines or ["  (no status yet)"]
 

@@ -36,12 +36,13 @@ from gpuserve.api.models import (
     InferenceServiceSpec,
     parse_inference_service,
 )
-from gpuserve.api.status import InferenceServiceStatus, ScalingDecisionStatus
+from gpuserve.api.status import InferenceServiceStatus, RoutedAroundStatus, ScalingDecisionStatus
 from gpuserve.autoscaling import Decision, MetricHistory, MetricSample, PolicyMemory, decide
 from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.from_spec import policy_config_from_spec
 from gpuserve.autoscaling.outruns import covered_condition
 from gpuserve.autoscaling.pools import PoolState
+from gpuserve.autoscaling.shedding import PodQueue
 from gpuserve.llm.calibrating import calibrated
 from gpuserve.llm.deciding import LLMPolicy, decide_llm
 from gpuserve.llm.from_spec import llm_policy_from_spec
@@ -52,7 +53,7 @@ from gpuserve.placement.service_plan import (
     plan_service,
     pool_state,
 )
-from gpuserve.resources.naming import SERVICES_PLURAL
+from gpuserve.resources.naming import SERVICES_PLURAL, serves
 
 log = logging.getLogger(__name__)
 MAX_DECISIONS = 5
@@ -210,7 +211,14 @@ def _decide_and_record(
         found = windows.of(*key) if windows is not None else {}
         decision = _decide_llm(llm, found, pools, now=now, memory=remembered)
     else:
-        decision = decide(config=config, history=history, pools=pools, now=now, memory=remembered)
+        decision = decide(
+            config=config,
+            history=history,
+            pools=pools,
+            now=now,
+            memory=remembered,
+            queues=_pod_queues(view, reading),
+        )
     after_write: list[Callable[[], None]] = []
     stamp = now_rfc3339()
     conds = ConditionWriter(status.conditions, generation=gen, now=stamp)
@@ -269,6 +277,10 @@ def _decide_and_record(
             after_write.append(lambda: _announce(body, decision, record, advisory))
         if not advisory:
             status.desired_replicas = decision.desired_replicas
+    around = [] if advisory else _routed_around(decision)
+    if [r.pod for r in around] != [r.pod for r in status.routed_around]:
+        # Written when the pods change, not their figures: the reconcile relabels them.
+        status.routed_around = around
     if p95 is not None and (status.p95_ms is None or abs(status.p95_ms - p95 * 1e3) >= 1.0):
         status.p95_ms = round(p95 * 1e3, 1)
     rendered = status.model_dump(by_alias=True, exclude_none=True, mode="json")
@@ -286,6 +298,23 @@ def _decide_and_record(
     for announce in after_write:
         announce()
     return decision
+
+
+def _pod_queues(view: ClusterView, reading: Reading) -> list[PodQueue]:
+    """The queue of each ready serving pod Prometheus has a figure for (routed around or
+    not): the rule names those to route around (gpuserve.autoscaling.shedding)."""
+    return [
+        PodQueue(p.name, p.accelerator_class, reading.pod_queues[p.name])
+        for p in view.cluster.pods
+        if p.ready and not p.deleting and serves(p.role) and p.name in reading.pod_queues
+    ]
+
+
+def _routed_around(decision: Decision) -> list[RoutedAroundStatus]:
+    return [
+        RoutedAroundStatus(pod=r.pod, queued=round(r.queued, 1), clears=round(r.clears, 1))
+        for r in decision.routed_around
+    ]
 
 
 def _decide_llm(

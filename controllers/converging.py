@@ -37,6 +37,7 @@ from gpuserve.resources import inference_pool
 from gpuserve.resources.naming import (
     ANNOTATION_DEMOTED_AT,
     LABEL_ROLE,
+    ROLE_ROUTED_AROUND,
     ROLE_SERVING,
     SERVICES_PLURAL,
 )
@@ -108,12 +109,29 @@ def wanted_warm_pool(svc: InferenceService, status: InferenceServiceStatus) -> i
     return max(0, min(ceiling, status.desired_warm_pool or 0))
 
 
+def routed_around(status: Mapping[str, Any]) -> tuple[str, ...]:
+    """The pods the autoscaler last named to route around, from a raw status."""
+    entries = status.get("routedAround")
+    if not isinstance(entries, list):
+        return ()
+    return tuple(str(e["pod"]) for e in entries if isinstance(e, dict) and "pod" in e)
+
+
 def desired_serving(svc: InferenceService, status: InferenceServiceStatus) -> int:
     scaling = svc.spec.scaling
     wanted = (
         status.desired_replicas if status.desired_replicas is not None else scaling.min_replicas
     )
     return max(scaling.min_replicas, min(scaling.max_replicas, wanted))
+
+
+def _routing_around(svc: InferenceService, status: InferenceServiceStatus) -> list[str]:
+    """The pods the autoscaler names to route around, where it sizes the service: KEDA's
+    replicas and advice (scaling.mode advisory) leave every pod in routing."""
+    scaling = svc.spec.scaling
+    if scaling.engine != "builtin" or scaling.mode == "advisory":
+        return []
+    return [r.pod for r in status.routed_around]
 
 
 def _stalled(status: InferenceServiceStatus, *, gen: int | None, reason: str, message: str) -> None:
@@ -162,7 +180,10 @@ def _converge(body: Obj, view: ClusterView, state: OperatorState, events: list[E
         every_ready_pod_serves=svc.spec.scaling.engine == "keda",
         now=now,
         warm_pool=wanted_warm_pool(svc, status),
+        routed_around=_routing_around(svc, status),
     )
+    if status.routed_around and not _routing_around(svc, status):
+        status.routed_around = []  # KEDA or advice: the autoscaler names none any more
     if not plan.usable:
         message = "; ".join(i.message for i in plan.issues) or "no AcceleratorClass is usable"
         reason = plan.issues[0].reason if plan.issues else "NoUsableAcceleratorClass"
@@ -193,6 +214,18 @@ def _converge(body: Obj, view: ClusterView, state: OperatorState, events: list[E
     if transition is not None:
         outcome.events.append(transition)
     return outcome
+
+
+def _role_event(pod: str, was: str, role: str) -> tuple[str, str]:
+    """The event of a pod's change of role: its reason and message."""
+    if role == ROLE_ROUTED_AROUND:
+        return "RoutedAround", (
+            f"pod {pod} leaves the Service until it clears its queue (status.routedAround)"
+        )
+    if was == ROLE_ROUTED_AROUND and role == ROLE_SERVING:
+        return "Rejoined", f"pod {pod} is back in the Service: its queue is cleared"
+    verb = "Promoted" if role == ROLE_SERVING else "Demoted"
+    return verb, f"pod {pod} is now {role}"
 
 
 def _servable(children: list[Obj]) -> tuple[list[Obj], list[Obj]]:
@@ -269,9 +302,9 @@ def _apply(
         )
         recent.record(key, wanted)
         if patched and was is not None and was.ready and was.role != change.role:
-            verb = "Promoted" if change.role == ROLE_SERVING else "Demoted"
-            log.info("%s/%s: %s pod %s", namespace, meta["name"], verb.lower(), change.pod)
-            outcome.events.append(("Normal", verb, f"pod {change.pod} is now {change.role}"))
+            verb, message = _role_event(change.pod, was.role, change.role)
+            log.info("%s/%s: %s", namespace, meta["name"], message)
+            outcome.events.append(("Normal", verb, message))
 
     # The children index is fed by watches: a child it doesn't hold is (about to be)
     # missing, so it is applied without a GET first. Children are independent objects

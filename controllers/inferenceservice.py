@@ -23,6 +23,7 @@ from controllers.converging import (
     converge,
     post_events,
     remember_kopf_context,
+    routed_around,
 )
 from controllers.packed import Packed
 from controllers.state import state_of
@@ -152,8 +153,8 @@ def reconcile_key(key: tuple[str, str], kw: dict[str, Any]) -> None:
 # and a copy of the last handled spec on the object, two extra writes (and two more watch
 # events) per new service. The spec's generation says the same: a service is queued when
 # the operator sees it first (listing, creation), whenever its generation moves, and when
-# the autoscaler changes status.desiredReplicas or desiredWarmPool. Other status writes
-# are the operator's own results and queue nothing.
+# the autoscaler changes status.desiredReplicas, desiredWarmPool or the pods in
+# routedAround. Other status writes are the operator's own results and queue nothing.
 @kopf.on.event(*ISVC)
 async def on_inference_service_event(
     namespace: str | None, name: str, body: kopf.Body, type: str | None, **kw: Any
@@ -165,13 +166,14 @@ async def on_inference_service_event(
         return
     meta = body.get("metadata", {})
     status = body.get("status") or {}
-    # The uid: deleted and made anew under the same name. The desired sizes: the
-    # autoscaler's decision, applied once the index holds it.
+    # The uid: deleted and made anew under the same name. The desired sizes and the pods
+    # to route around: the autoscaler's decision, applied once the index holds it.
     seen = (
         str(meta.get("uid")),
         meta.get("generation"),
         status.get("desiredReplicas"),
         status.get("desiredWarmPool"),
+        routed_around(status),
     )
     if state.last_queued.get(key) != seen:
         state.last_queued[key] = seen

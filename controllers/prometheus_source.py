@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 class Reading:
     sample: MetricSample
     error: str | None = None
+    # pod -> requests waiting in its Triton queue (the gauge at the last scrape)
+    pod_queues: dict[str, float] = field(default_factory=dict)
 
 
 BY = "namespace, service"
@@ -71,10 +73,15 @@ class Readings:
     at: float
     values: dict[ServiceKey, dict[str, float | None]]
     error: str | None = None
+    pod_queues: dict[ServiceKey, dict[str, float]] = field(default_factory=dict)
 
     def of(self, namespace: str, service: str) -> Reading:
         found = self.values.get((namespace, service), {})
-        return Reading(MetricSample(at=self.at, **found), error=self.error)
+        return Reading(
+            MetricSample(at=self.at, **found),
+            error=self.error,
+            pod_queues=self.pod_queues.get((namespace, service), {}),
+        )
 
     def has_series(self, namespace: str, service: str) -> bool:
         return (namespace, service) in self.values
@@ -115,8 +122,8 @@ class PrometheusSource:
         )
 
     def read_all(self, *, now: float | None = None) -> Readings:
-        """Every service's signals in one query per signal (nine per pass, whatever the
-        number of services), not nine per service."""
+        """Every service's signals in one query per signal (ten per pass, with the pods'
+        queues, whatever the number of services), not ten per service."""
         return self._read('service!=""', now)
 
     def read(self, *, namespace: str, service: str, now: float | None = None) -> Reading:
@@ -150,9 +157,33 @@ class PrometheusSource:
             for name, query in _queries(sel, self.window).items():
                 for key, value in _by_service(self._prom.custom_query(query=query)).items():
                     values.setdefault(key, {})[name] = value
+            per_pod = self._prom.custom_query(query=_pod_queues_query(sel))
         except (PrometheusApiClientException, RequestException, ValueError) as exc:
             return Readings(at, {}, error=f"Prometheus at {self.url}: {exc}")
-        return Readings(at, values)
+        return Readings(at, values, pod_queues=_by_pod(per_pod))
+
+
+def _pod_queues_query(sel: str) -> str:
+    """Each pod's queue: the autoscaler routes around a pod whose queue it cannot clear
+    within the budget (gpuserve.autoscaling.shedding)."""
+    return f"sum by ({BY}, pod) (nv_inference_pending_request_count{{{sel}}})"
+
+
+def _by_pod(result: object) -> dict[ServiceKey, dict[str, float]]:
+    """An instant vector's finite values by (namespace, service), then pod."""
+    found: dict[ServiceKey, dict[str, float]] = {}
+    if not isinstance(result, list):
+        return found
+    for entry in result:
+        try:
+            labels = entry["metric"]
+            key = (str(labels["namespace"]), str(labels["service"]))
+            pod, value = str(labels["pod"]), float(entry["value"][1])
+        except (KeyError, IndexError, TypeError, ValueError):
+            continue
+        if math.isfinite(value):
+            found.setdefault(key, {})[pod] = value
+    return found
 
 
 def _by_service(result: object) -> dict[ServiceKey, float | None]:

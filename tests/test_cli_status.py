@@ -69,3 +69,12 @@ def test_a_service_without_status_says_so() -> None:
     obj = valid_service("fresh")
     obj["metadata"]["namespace"] = "ml"
     assert "(no status yet)" in render([obj], 80)
+
+
+def test_a_routed_around_pod_is_listed_with_its_queue() -> None:
+    obj = _service()
+    obj["status"]["routedAround"] = [{"pod": "chat-h100-abc", "queued": 412.0, "clears": 7.9}]
+    text = " ".join(render([obj], 100).split())
+    assert "routed around: pod chat-h100-abc until it clears its queue" in text
+    assert "(412 waiting, 7.9 clear within the queue budget)" in text
+    assert "routed around" not in render([_service()], 100)

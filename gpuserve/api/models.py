@@ -660,6 +660,15 @@ class ScalingSpec(_Model):
         "headroom: fewer requests over the objective, more GPUs. Default: "
         "100 - (100 - slo.percentile) / 5 (99 for a p95 objective)."
     )
+    route_around_backlogs: bool = Field(
+        default=True,
+        description="Take a serving pod out of the Service while its queue is deeper than "
+        "it clears within the objective (its role becomes routed-around), as long as the "
+        "other serving pods carry the arrivals and the bursts measured, and at most half "
+        "the pods; it rejoins once cleared. false leaves every ready pod in routing (for "
+        "a gateway that ejects outliers itself). Request models only: an LLM format's "
+        "endpoint picker routes by load.",
+    )
     scale_down_stabilization: Duration = Field(
         default="120s",
         description=(

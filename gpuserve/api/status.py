@@ -36,7 +36,9 @@ class PoolStatus(_Status):
     accelerator_class: str = Field(description="AcceleratorClass of this pool.")
     replicas: int = Field(default=0, description="Pods of the pool (serving and warm).")
     ready: int = Field(default=0, description="Pods whose model is loaded.")
-    serving: int = Field(default=0, description="Ready pods in the Service.")
+    serving: int = Field(
+        default=0, description="Ready serving pods (in the Service, or routed around for now)."
+    )
     warm: int = Field(default=0, description="Ready standby pods out of the Service.")
     pending: int = Field(default=0, description="Pods not yet scheduled.")
 
@@ -49,6 +51,12 @@ class ScalingDecisionStatus(_Status):
         default_factory=dict, description="Metric values the decision used."
     )
     applied: bool = Field(default=True, description="False in advisory mode.")
+
+
+class RoutedAroundStatus(_Status):
+    pod: str = Field(description="A serving pod the Service routes around for now.")
+    queued: float = Field(description="Requests waiting in its queue when last measured.")
+    clears: float = Field(description="Requests it clears within the queue budget.")
 
 
 class InferenceServiceStatus(_Status):
@@ -66,6 +74,12 @@ class InferenceServiceStatus(_Status):
         description="Standby pods the autoscaler wants (scaling.warmPoolMode auto only).",
     )
     pools: list[PoolStatus] = Field(default_factory=list, description="Per AcceleratorClass.")
+    routed_around: list[RoutedAroundStatus] = Field(
+        default_factory=list,
+        description="Serving pods out of the Service while they clear a queue deeper than "
+        "they clear within the queue budget (role routed-around); they rejoin once it is "
+        "cleared. At most half the serving pods, and only while the rest carry the arrivals.",
+    )
     accelerators: str = Field(default="", description="Classes in use, for printing.")
     endpoint: str | None = Field(default=None, description="In-cluster gRPC endpoint.")
     config_hash: str | None = Field(default=None, description="Hash of the rendered config.")

@@ -87,6 +87,8 @@ class PolicyConfig:
         serving pods keep the headroom a promotion (warm_start plus one panic window to
         notice) leaves room for; standby pods hold the rest of what a cold start needs.
     warm_pool_max: the most standby pods auto may keep (None: max_replicas).
+    route_around_backlogs: name the ready pods whose queues they cannot clear within the
+        queue budget, for the Service to route around (``gpuserve.autoscaling.shedding``).
     """
 
     profile: ServiceProfile
@@ -116,6 +118,7 @@ class PolicyConfig:
     burst_memory: float = 1800.0
     warm_pool_auto: bool = False
     warm_pool_max: int | None = None
+    route_around_backlogs: bool = True
 
     @property
     def plan_quantile(self) -> float:

@@ -20,6 +20,7 @@ from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory, added_up
 from gpuserve.autoscaling.metrics import MetricHistory, MetricSample, latest_of, mean_of
 from gpuserve.autoscaling.outruns import OutrunReport, Seen, track_outruns
 from gpuserve.autoscaling.pools import PoolState
+from gpuserve.autoscaling.shedding import Backlog, PodQueue, RoutedAround, backlogged
 from gpuserve.autoscaling.trend import hold_window, significant_slope
 
 # A sample stamped exactly at `now` belongs to the current evaluation.
@@ -61,8 +62,10 @@ def decide(
     pools: PoolState,
     now: float,
     memory: PolicyMemory,
+    queues: Sequence[PodQueue] = (),
 ) -> Decision:
-    """Decide how many serving pods the service needs now, and how to get there."""
+    """Decide how many serving pods the service needs now, and how to get there, and
+    which of the ready pods (``queues``: each one's queue depth) to route around."""
     committed = pools.committed
     latest = history.latest
     if latest is None:
@@ -349,6 +352,7 @@ def decide(
             )
         elif target > raw:
             why += f"; scale-down limited to {committed - target} pods this step"
+    reach = bound.reach if math.isfinite(bound.reach) else 0.0
     return finish_decision(
         pools=pools,
         memory=replace(
@@ -366,6 +370,34 @@ def decide(
         signals=signals,
         warm_pool=warm_pool,
         outran=outran_report,
+        # The pods left in routing must carry the arrivals now and the bursts the
+        # service is known to have: the rate it keeps pods for, and the height the bursts
+        # seen reached (a next burst lands on them alone until the next decision).
+        routed_around=_routed_around(
+            config, queues, caps, max(demand.panic, bound.provision(level, burst), reach)
+        ),
+    )
+
+
+def _routed_around(
+    config: PolicyConfig,
+    queues: Sequence[PodQueue],
+    caps: dict[str, CapacityEstimate],
+    carry: float,
+) -> tuple[RoutedAround, ...]:
+    """The ready pods to route around while they clear their queues, as long as the rest
+    carry ``carry`` req/s: each clears what its class serves within the objective over
+    the queue budget (rule 9)."""
+    if not config.route_around_backlogs:
+        return ()
+    pods = {
+        q.pod: Backlog(q.queued, caps[q.class_name].rate, caps[q.class_name].queue_budget)
+        for q in queues
+        if q.class_name in caps
+    }
+    return tuple(
+        RoutedAround(pod, pods[pod].queued, pods[pod].clearable)
+        for pod in backlogged(list(pods.items()), carry=carry)
     )
 
 
@@ -659,6 +691,7 @@ def finish_decision(
     signals: dict[str, float],
     warm_pool: int | None = None,
     outran: OutrunReport | None = None,
+    routed_around: tuple[RoutedAround, ...] = (),
 ) -> Decision:
     """The actions that take ``pools`` to ``target`` serving pods, the resulting size and
     the memory after it: the last step of every rule (the LLM rule's too)."""
@@ -686,6 +719,7 @@ def finish_decision(
         signals=signals,
         warm_pool=warm_pool,
         outran=outran,
+        routed_around=routed_around,
     )
 
 

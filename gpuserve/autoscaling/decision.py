@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gpuserve.autoscaling.outruns import OutrunReport, Outruns
+from gpuserve.autoscaling.shedding import RoutedAround
 
 Mode = Literal["hold", "steady", "panic"]
 
@@ -141,6 +142,8 @@ class Decision:
     warm_pool: standby pods wanted (warm pool auto), None: keep the configured size.
     outran: the bursts that outran the ready pods (``gpuserve.autoscaling.outruns``);
         None where the rule did not look (no metrics, burst memory off).
+    routed_around: serving pods to take out of routing while they clear their queues,
+        deepest first (``gpuserve.autoscaling.shedding``); every other pod is routed to.
     """
 
     mode: Mode
@@ -152,6 +155,7 @@ class Decision:
     signals: dict[str, float] = field(default_factory=dict)
     warm_pool: int | None = None
     outran: OutrunReport | None = None
+    routed_around: tuple[RoutedAround, ...] = ()
 
     @property
     def delta(self) -> int:

@@ -97,5 +97,6 @@ def policy_config_from_spec(
         rate_window=rate_window,
         scrape_interval=scrape_interval,
         warm_pool_auto=scaling.warm_pool_mode == "auto",
+        route_around_backlogs=scaling.route_around_backlogs,
         warm_pool_max=scaling.warm_pool_ceiling,
     )

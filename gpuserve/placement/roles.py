@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpuserve.resources.naming import ROLE_SERVING, ROLE_WARM
+from gpuserve.resources.naming import ROLE_ROUTED_AROUND, ROLE_SERVING, ROLE_WARM, serves
 
-DELETION_COST = {ROLE_SERVING: "100", ROLE_WARM: "0"}
+DELETION_COST = {ROLE_SERVING: "100", ROLE_ROUTED_AROUND: "100", ROLE_WARM: "0"}
 # A standby pod relieved of serving: the surplus pod of its Deployment.
 RELIEVED_COST = "-100"
 
@@ -55,9 +55,9 @@ class RoleChange:
 
 def draining(pod: PodState, role: str, now: float) -> bool:
     """A ready pod that stopped serving less than DRAIN_SECONDS ago (or stops now)."""
-    if role == ROLE_SERVING or not pod.ready or pod.deleting:
+    if serves(role) or not pod.ready or pod.deleting:
         return False
-    if pod.role == ROLE_SERVING:
+    if serves(pod.role):
         return True
     return pod.demoted_at is not None and now - pod.demoted_at < DRAIN_SECONDS
 
@@ -65,7 +65,7 @@ def draining(pod: PodState, role: str, now: float) -> bool:
 def drain_end(pod: PodState, now: float) -> float:
     """When a draining pod's drain ends (epoch seconds): DRAIN_SECONDS after its demotion,
     which is now for a pod the plan demotes now."""
-    if pod.role == ROLE_SERVING or pod.demoted_at is None:
+    if serves(pod.role) or pod.demoted_at is None:
         return now + DRAIN_SECONDS
     return pod.demoted_at + DRAIN_SECONDS
 
@@ -76,11 +76,16 @@ def assign_roles(
     desired_serving: int,
     order: Sequence[str],
     now: float | None = None,
+    routed_around: Sequence[str] = (),
 ) -> list[RoleChange]:
     """Label changes that make exactly ``desired_serving`` ready pods serve (or all ready
     pods, if fewer): serving-priority pods before standby pods (a standby pod serves only
     until a serving-priority pod is ready to take over), then current serving pods (stable;
-    when shrinking, the least preferred classes are demoted first), then better classes."""
+    when shrinking, the least preferred classes are demoted first), then better classes.
+
+    Of the serving pods, those named in ``routed_around`` (the autoscaler's, deepest queue
+    first) are routed around, at most half of them: however stale the autoscaler's list,
+    the Service keeps at least half of its pods."""
     rank = {c: i for i, c in enumerate(order)}
     live = [p for p in pods if not p.deleting]
     # Pods of a class no longer listed or usable stand by until their pool is deleted.
@@ -88,25 +93,24 @@ def assign_roles(
         (p for p in live if p.ready and p.accelerator_class in rank),
         key=lambda p: (
             p.standby,
-            p.role != ROLE_SERVING,
+            not serves(p.role),
             rank.get(p.accelerator_class, len(rank)),
             p.name,
         ),
     )
     serving = {p.name for p in ready[: max(desired_serving, 0)]}
+    around = set([n for n in routed_around if n in serving][: len(serving) // 2])
     changes: list[RoleChange] = []
     for p in live:
         role = ROLE_SERVING if p.name in serving else ROLE_WARM
+        if p.name in around:
+            role = ROLE_ROUTED_AROUND
         cost = DELETION_COST[role]
-        if (
-            p.standby
-            and role == ROLE_WARM
-            and (p.role == ROLE_SERVING or p.deletion_cost == RELIEVED_COST)
-        ):
+        if p.standby and role == ROLE_WARM and (serves(p.role) or p.deletion_cost == RELIEVED_COST):
             cost = RELIEVED_COST
         if p.role != role or p.deletion_cost != cost:
             stamp = None
-            if now is not None and p.role == ROLE_SERVING and role != ROLE_SERVING:
+            if now is not None and serves(p.role) and not serves(role):
                 stamp = f"{now:.3f}"
             changes.append(
                 RoleChange(pod=p.name, role=role, deletion_cost=cost, demoted_at=stamp)

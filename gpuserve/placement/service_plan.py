@@ -24,7 +24,7 @@ from gpuserve.placement.planning import (
     usable_classes,
 )
 from gpuserve.placement.roles import PodState, RoleChange, assign_roles, drain_end, draining
-from gpuserve.resources.naming import ROLE_SERVING
+from gpuserve.resources.naming import serves
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class ServicePlan:
         for p in pods:
             if not p.ready or p.deleting or p.name in self.draining:
                 continue
-            if self.role_of(p) == ROLE_SERVING:
+            if serves(self.role_of(p)):
                 serving += 1
             else:
                 warm += 1
@@ -142,6 +142,7 @@ def plan_service(
     every_ready_pod_serves: bool = False,
     now: float | None = None,
     warm_pool: int | None = None,
+    routed_around: Sequence[str] = (),
 ) -> ServicePlan:
     """Roles and Deployment sizes that bring ``desired`` serving pods (and the warm pool)
     as close as capacity allows. ``owner`` is "namespace/name" (a service never plans to
@@ -150,7 +151,8 @@ def plan_service(
     (epoch seconds) demotions are stamped, and a pod that stopped serving keeps its place
     in its Deployment while it drains (``roles.DRAIN_SECONDS``). ``warm_pool``: the standby
     pods wanted when the autoscaler sizes the pool (warmPoolMode auto); None keeps
-    spec.scaling.warmPool."""
+    spec.scaling.warmPool. ``routed_around``: serving pods the autoscaler takes out of
+    routing while they clear their queues (``roles.assign_roles``)."""
     order, issues = class_problems(spec, cluster.classes)
     if not order:
         return ServicePlan(
@@ -180,7 +182,9 @@ def plan_service(
             )
     # Roles are decided first: the standby pods serving after them keep their place in
     # the standby Deployments (warm pool + promoted) until serving-priority pods relieve them.
-    roles = assign_roles(cluster.pods, desired_serving=desired, order=order, now=now)
+    roles = assign_roles(
+        cluster.pods, desired_serving=desired, order=order, now=now, routed_around=routed_around
+    )
     after = {c.pod: c.role for c in roles}
     # Standby pods that serve, or drain, keep their place in the standby Deployment;
     # draining serving-priority pods keep theirs in the serving one.
@@ -191,10 +195,10 @@ def plan_service(
         role = after.get(p.name, p.role)
         if now is not None and draining(p, role, now):
             drains[p.name] = drain_end(p, now)
-        held = role == ROLE_SERVING or p.name in drains
+        held = serves(role) or p.name in drains
         if p.standby and held:
             standby_kept[p.accelerator_class] = standby_kept.get(p.accelerator_class, 0) + 1
-        elif held and role != ROLE_SERVING:
+        elif held and not serves(role):
             drain += 1
     pools = plan_pools(
         desired=desired + drain,
@@ -240,7 +244,7 @@ def pool_state(
     classes = cluster.valid_classes()
     budget = None
     if serving_target is not None:
-        serving = sum(1 for p in cluster.live_pods() if p.ready and p.role == ROLE_SERVING)
+        serving = sum(1 for p in cluster.live_pods() if p.ready and serves(p.role))
         budget = max(0, serving_target - serving)
     pools: list[ClassPool] = []
     for c in order:
@@ -254,8 +258,8 @@ def pool_state(
             ClassPool(
                 name=c,
                 speed=accel.relative_speed,
-                serving_ready=sum(1 for p in mine if p.ready and p.role == ROLE_SERVING),
-                warm_ready=sum(1 for p in mine if p.ready and p.role != ROLE_SERVING),
+                serving_ready=sum(1 for p in mine if p.ready and serves(p.role)),
+                warm_ready=sum(1 for p in mine if p.ready and not serves(p.role)),
                 starting=tuple(ages),
                 free_capacity=None,
                 cost_per_hour=accel.cost_per_hour,

@@ -13,6 +13,16 @@ LABEL_CLASS = f"{GROUP}/accelerator-class"
 LABEL_ROLE = f"{GROUP}/role"
 ROLE_SERVING = "serving"
 ROLE_WARM = "warm"
+# A serving pod the Service routes around while it clears a queue it cannot clear within
+# the budget (gpuserve.autoscaling.shedding): it counts as serving, and no selector of a
+# Service or InferencePool matches it until it rejoins.
+ROLE_ROUTED_AROUND = "routed-around"
+
+
+def serves(role: str) -> bool:
+    """Whether a pod of this role is one of the service's serving pods (in routing or not)."""
+    return role in (ROLE_SERVING, ROLE_ROUTED_AROUND)
+
 # Pods of a class's standby Deployment carry this label (serving-priority pods carry none,
 # so the serving Deployment's selector, which is immutable, stays what it always was).
 LABEL_POOL = f"{GROUP}/pool"

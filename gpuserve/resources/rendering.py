@@ -32,6 +32,8 @@ from gpuserve.resources.naming import (
     LABEL_ROLE,
     LABEL_SERVICE,
     POOL_STANDBY,
+    ROLE_ROUTED_AROUND,
+    ROLE_SERVING,
     ROLE_WARM,
     STANDBY_PRIORITY_CLASS,
     common_labels,
@@ -311,7 +313,15 @@ def service_object(service: InferenceService) -> Obj:
 
 
 def disruption_budget(service: InferenceService) -> Obj:
-    spec = {"maxUnavailable": 1, "selector": {"matchLabels": _serving_pods(service)}}
+    # Every serving pod, in routing or routed around while it clears its queue: an
+    # eviction of the latter would fail the requests waiting in it.
+    selector = {
+        "matchLabels": {LABEL_SERVICE: service.metadata.name},
+        "matchExpressions": [
+            {"key": LABEL_ROLE, "operator": "In", "values": [ROLE_SERVING, ROLE_ROUTED_AROUND]}
+        ],
+    }
+    spec = {"maxUnavailable": 1, "selector": selector}
     return _serving_child(service, "policy/v1", "PodDisruptionBudget", spec)
 
 

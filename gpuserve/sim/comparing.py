@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from gpuserve.autoscaling.capacity import replica_capacity
 from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S, PolicyConfig, ServiceProfile
 from gpuserve.sim.argtypes import non_negative_int, non_negative_number, positive_number
 from gpuserve.sim.config import (
@@ -21,7 +20,6 @@ from gpuserve.sim.config import (
     BatcherConfig,
     QueuePolicy,
     ServiceTimes,
-    Shedding,
     SimConfig,
 )
 from gpuserve.sim.lineup import Calibration, PolicyName, calibrate, make_scaler, sim_config_for
@@ -83,16 +81,8 @@ class Setup:
     warmup: float = 120.0
     queue_timeout: float = 0.0  # the model's queue policy: reject after waiting this long
     scale_down_window: float = SCALE_DOWN_WINDOW_S  # the spec's scaleDownStabilization
-    # gpuserve's rows route around backlogged pods (gpuserve.autoscaling.shedding)
-    shed_backlogged: bool = False
-
-    def shedding(self) -> Shedding:
-        """What a pod clears within the objective, from the policy's capacity model at one
-        item per request (the suite's requests)."""
-        cap = replica_capacity(
-            profile=self.profile, slo_latency=self.slo, quantile=self.percentile / 100.0
-        )
-        return Shedding(rate=cap.rate, budget=cap.queue_budget)
+    # gpuserve routes around backlogged pods (PolicyConfig.route_around_backlogs)
+    route_around: bool = True
 
     def sim_config(self, seed: int) -> SimConfig:
         p = self.profile
@@ -126,6 +116,7 @@ class Setup:
             max_sample_age=max(30.0, 3 * self.scrape),
             rate_window=4 * self.scrape,
             scale_down_window=self.scale_down_window,
+            route_around_backlogs=self.route_around,
         )
 
 
@@ -201,7 +192,6 @@ def run_contenders(setup: Setup, prepared: Prepared, contenders: list[Contender]
         cfg = replace(
             sim_config_for(c.name, prepared.config, 0 if auto else int(c.warm_pool)),
             initial_replicas=prepared.plan.replicas[0],
-            shedding=setup.shedding() if setup.shed_backlogged and c.name == "gpuserve" else None,
         )
         t0 = time.perf_counter()
         result = simulate(config=cfg, workload=prepared.workload, scaler=scaler)

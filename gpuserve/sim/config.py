@@ -19,18 +19,6 @@ class QueuePolicy:
 
 
 @dataclass(frozen=True, slots=True)
-class Shedding:
-    """Routing around pods whose queues they cannot clear within the budget
-    (``gpuserve.autoscaling.shedding``), judged at each scrape: a pod of speed 1 serves
-    ``rate`` requests/s within the objective, and a request may wait ``budget`` seconds in
-    its queue; a faster class's pod serves its speed times that."""
-
-    rate: float
-    budget: float
-    max_share: float = 0.5
-
-
-@dataclass(frozen=True, slots=True)
 class BatcherConfig:
     """Triton's scheduler for the model (dynamic_batching and the batch limits).
 
@@ -146,7 +134,6 @@ class SimConfig:
         read at scrape time, counters turned into rates over rate_window, p95 from a
         summary whose quantiles cover the last summary_max_age seconds.
     scrape_outages: (start, end) intervals in which scrapes fail (no samples).
-    shedding: route around backlogged pods (None: the Service's spreading alone).
     measure_from: results (latency, GPU time, cost, scale events) count from here on;
         the time before is a warm-up.
     """
@@ -166,7 +153,6 @@ class SimConfig:
     summary_max_age: float = 60.0
     history_span: float = 120.0
     scrape_outages: tuple[tuple[float, float], ...] = ()
-    shedding: Shedding | None = None
     seed: int = 1
     measure_from: float = 0.0
 

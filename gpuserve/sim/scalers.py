@@ -14,6 +14,7 @@ from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.deciding import decide
 from gpuserve.autoscaling.decision import ClassAction, Decision, PolicyMemory
 from gpuserve.autoscaling.pools import PoolState
+from gpuserve.autoscaling.shedding import PodQueue
 from gpuserve.sim.scraping import MetricStore
 
 
@@ -23,17 +24,21 @@ class ScalerView:
     pools: PoolState
     store: MetricStore
     history_span: float
+    queues: tuple[PodQueue, ...] = ()  # the ready serving pods' queues, as last scraped
 
 
 @dataclass(frozen=True, slots=True)
 class ScaleOrder:
     """Per-class actions; ``instant`` makes new pods ready at once (the oracle only);
-    ``warm_pool``: the standby pods the policy wants from now on (None: unchanged)."""
+    ``warm_pool``: the standby pods the policy wants from now on (None: unchanged);
+    ``routed_around``: ready pods (``ScalerView.queues``' names) arrivals avoid until the
+    next order."""
 
     actions: tuple[ClassAction, ...] = ()
     reason: str = ""
     instant: bool = False
     warm_pool: int | None = None
+    routed_around: tuple[str, ...] = ()  # ready pods to route around until the next order
 
     @property
     def changes(self) -> bool:
@@ -89,8 +94,14 @@ class GpuserveScaler:
             pools=view.pools,
             now=view.now,
             memory=self.memory,
+            queues=view.queues,
         )
         self.memory = decision.memory
         if self.keep_decisions:
             self.decisions.append((view.now, decision))
-        return ScaleOrder(decision.actions, decision.reason, warm_pool=decision.warm_pool)
+        return ScaleOrder(
+            decision.actions,
+            decision.reason,
+            warm_pool=decision.warm_pool,
+            routed_around=tuple(r.pod for r in decision.routed_around),
+        )

@@ -27,8 +27,9 @@ the dynamic batcher (docs/autoscaling.md has the full list):
   Service; promotion puts them in after the class's warm start (endpoint propagation).
   Removed pods leave the endpoints at once and drain; if the warm pool is short they
   return to it instead of terminating.
-* With ``SimConfig.shedding``, each scrape names the pods to route around until the next
-  (``gpuserve.autoscaling.shedding``): arrivals go to the other ready pods.
+* A scaler's order may name ready pods to route around until its next order, from the
+  per-pod queue depths of the last scrape (``gpuserve.autoscaling.shedding``): arrivals go
+  to the other ready pods, as the operator's role label takes them out of the Service.
 * Every pod holds a GPU from creation to termination: GPU-seconds and cost count
   starting, warm, serving and draining pods alike.
 """
@@ -44,9 +45,9 @@ from dataclasses import replace
 
 from gpuserve.autoscaling.allocating import UNBOUNDED
 from gpuserve.autoscaling.pools import ClassPool, PoolState
-from gpuserve.autoscaling.shedding import Backlog, backlogged
+from gpuserve.autoscaling.shedding import PodQueue
 from gpuserve.placement.planning import ClassCapacity, PoolNow, place
-from gpuserve.sim.config import Shedding, SimConfig
+from gpuserve.sim.config import SimConfig
 from gpuserve.sim.results import SimResult, TimelinePoint
 from gpuserve.sim.scalers import ScaleOrder, Scaler, ScalerView, resize_to
 from gpuserve.sim.scraping import MetricStore, Scrape
@@ -124,6 +125,10 @@ class _Pod:
         self.saturated = False
 
 
+def _pod_name(pod: _Pod) -> str:
+    return f"pod-{pod.id}"
+
+
 class Simulation:
     """One run of a workload through simulated pods under one scaler."""
 
@@ -158,7 +163,8 @@ class Simulation:
         self.seq = 0
         self.pods: list[_Pod] = []
         self.lb: list[_Pod] = []
-        self.shed: frozenset[int] = frozenset()  # pods routed around until the next scrape
+        self.shed: frozenset[int] = frozenset()  # pods routed around until the next order
+        self.queues: tuple[PodQueue, ...] = ()  # the ready pods' queues, as last scraped
         self.rr = 0
         self.store = MetricStore(rate_window=config.rate_window)
         self.in_system = 0
@@ -661,9 +667,15 @@ class Simulation:
     def _evaluate(self, now: float) -> None:
         self._account(now)
         view = ScalerView(
-            now=now, pools=self._pools(now), store=self.store, history_span=self.cfg.history_span
+            now=now,
+            pools=self._pools(now),
+            store=self.store,
+            history_span=self.cfg.history_span,
+            queues=self.queues,
         )
         order = self.scaler.step(view)
+        around = set(order.routed_around)
+        self.shed = frozenset(p.id for p in self.lb if _pod_name(p) in around)
         if order.warm_pool is not None:
             self.warm_target = order.warm_pool
         if order.changes:
@@ -700,10 +712,10 @@ class Simulation:
         serving = [p for p in pods if p.role != _GONE]
         self._record_timeline(now, serving)
         if any(lo <= now < hi for lo, hi in self.cfg.scrape_outages):
-            self.shed = frozenset()  # nothing measured: route to every pod
+            self.queues = ()
             return
-        if self.cfg.shedding is not None:
-            self._shed(self.cfg.shedding)
+        names = self.cfg.classes
+        self.queues = tuple(PodQueue(_pod_name(p), names[p.cls].name, p.pending) for p in self.lb)
         horizon = now - self.cfg.summary_max_age
         p95 = math.nan
         for pod in serving:
@@ -728,10 +740,6 @@ class Simulation:
                 p95=p95,
             )
         )
-
-    def _shed(self, rule: Shedding) -> None:
-        pods = [(p.id, Backlog(p.pending, rule.rate * p.speed, rule.budget)) for p in self.lb]
-        self.shed = backlogged(pods, arrivals=self.timeline[-1].demand, max_share=rule.max_share)
 
     def _record_timeline(self, now: float, alive: Sequence[_Pod]) -> None:
         interval = self.cfg.scrape_interval
