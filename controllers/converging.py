@@ -303,7 +303,8 @@ def _apply(
         recent.record(key, wanted)
         if patched and was is not None and was.ready and was.role != change.role:
             verb, message = _role_event(change.pod, was.role, change.role)
-            log.info("%s/%s: %s", namespace, meta["name"], message)
+            # "<ns>/<name>: promoted pod <pod>": tests read the transitions in this form.
+            log.info("%s/%s: %s pod %s", namespace, meta["name"], verb.lower(), change.pod)
             outcome.events.append(("Normal", verb, message))
 
     # The children index is fed by watches: a child it doesn't hold is (about to be)
