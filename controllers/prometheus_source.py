@@ -169,38 +169,36 @@ def _pod_queues_query(sel: str) -> str:
     return f"sum by ({BY}, pod) (nv_inference_pending_request_count{{{sel}}})"
 
 
-def _by_pod(result: object) -> dict[ServiceKey, dict[str, float]]:
-    """An instant vector's finite values by (namespace, service), then pod."""
-    found: dict[ServiceKey, dict[str, float]] = {}
+def _entries(result: object, *extra: str) -> list[tuple[ServiceKey, tuple[str, ...], float]]:
+    """An instant vector's entries as ((namespace, service), the ``extra`` labels' values,
+    value); malformed entries left out."""
+    found: list[tuple[ServiceKey, tuple[str, ...], float]] = []
     if not isinstance(result, list):
         return found
     for entry in result:
         try:
             labels = entry["metric"]
             key = (str(labels["namespace"]), str(labels["service"]))
-            pod, value = str(labels["pod"]), float(entry["value"][1])
+            more = tuple(str(labels[name]) for name in extra)
+            found.append((key, more, float(entry["value"][1])))
         except (KeyError, IndexError, TypeError, ValueError):
             continue
+    return found
+
+
+def _by_pod(result: object) -> dict[ServiceKey, dict[str, float]]:
+    """An instant vector's finite values by (namespace, service), then pod."""
+    found: dict[ServiceKey, dict[str, float]] = {}
+    for key, (pod,), value in _entries(result, "pod"):
         if math.isfinite(value):
             found.setdefault(key, {})[pod] = value
     return found
 
 
 def _by_service(result: object) -> dict[ServiceKey, float | None]:
-    """An instant vector's values by (namespace, service); NaN kept as NaN, infinity and
-    malformed entries as None."""
-    found: dict[ServiceKey, float | None] = {}
-    if not isinstance(result, list):
-        return found
-    for entry in result:
-        try:
-            labels = entry["metric"]
-            key = (str(labels["namespace"]), str(labels["service"]))
-            value = float(entry["value"][1])
-        except (KeyError, IndexError, TypeError, ValueError):
-            continue
-        found[key] = value if not math.isinf(value) else None
-    return found
+    """An instant vector's values by (namespace, service); NaN kept as NaN, infinity as
+    None, malformed entries left out."""
+    return {key: value if not math.isinf(value) else None for key, _, value in _entries(result)}
 
 
 def _vllm_samples(

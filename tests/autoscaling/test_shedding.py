@@ -9,7 +9,7 @@ from policy_helpers import capacity, config, history, pools
 
 from e2e.invalid_cases import valid_service
 from gpuserve.api.models import parse_inference_service
-from gpuserve.autoscaling import PolicyMemory, decide
+from gpuserve.autoscaling import Decision, PolicyMemory, decide
 from gpuserve.autoscaling.from_spec import policy_config_from_spec
 from gpuserve.autoscaling.shedding import Backlog, PodQueue, backlogged
 
@@ -56,17 +56,21 @@ def test_the_share_must_leave_a_pod() -> None:
         backlogged([("a", pod(1.0))], carry=0.0, max_share=1.0)
 
 
-def test_the_policy_names_a_backlogged_pod_with_its_queue_and_what_it_clears() -> None:
-    rate = capacity()  # one pod's worth, spread over four
-    queues = [PodQueue("p0", "a100", 500.0)] + [PodQueue(f"p{i}", "a100", 0.0) for i in (1, 2, 3)]
-    decision = decide(
-        config=config(),
-        history=history(rate, start=180.0, end=300.0),
+def decided(queues: list[PodQueue], **overrides: object) -> Decision:
+    """The policy at one pod's worth of demand, spread over four ready pods."""
+    return decide(
+        config=config(**overrides),
+        history=history(capacity(), start=180.0, end=300.0),
         pools=pools(4),
         now=300.0,
         memory=PolicyMemory(),
         queues=queues,
     )
+
+
+def test_the_policy_names_a_backlogged_pod_with_its_queue_and_what_it_clears() -> None:
+    queues = [PodQueue("p0", "a100", 500.0)] + [PodQueue(f"p{i}", "a100", 0.0) for i in (1, 2, 3)]
+    decision = decided(queues)
     assert [r.pod for r in decision.routed_around] == ["p0"]
     named = decision.routed_around[0]
     assert named.queued == 500.0 and 0 < named.clears < 500.0
@@ -76,24 +80,5 @@ def test_the_policy_names_a_backlogged_pod_with_its_queue_and_what_it_clears() -
     body["spec"]["scaling"]["routeAroundBacklogs"] = False  # type: ignore[index]
     off = policy_config_from_spec(parse_inference_service(body).spec)
     assert off.route_around_backlogs is False
-    kept = decide(
-        config=replace(config(), route_around_backlogs=False),
-        history=history(rate, start=180.0, end=300.0),
-        pools=pools(4),
-        now=300.0,
-        memory=PolicyMemory(),
-        queues=queues,
-    )
-    assert kept.routed_around == ()
-    elsewhere = [replace(q, class_name="l4") for q in queues]
-    assert (
-        decide(
-            config=config(),
-            history=history(rate, start=180.0, end=300.0),
-            pools=pools(4),
-            now=300.0,
-            memory=PolicyMemory(),
-            queues=elsewhere,
-        ).routed_around
-        == ()
-    )
+    assert decided(queues, route_around_backlogs=False).routed_around == ()
+    assert decided([replace(q, class_name="l4") for q in queues]).routed_around == ()
