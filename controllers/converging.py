@@ -171,6 +171,9 @@ def _converge(body: Obj, view: ClusterView, state: OperatorState, events: list[E
         return outcome
 
     now = time.time()
+    around = _routing_around(svc, status)
+    if status.routed_around and not around:
+        status.routed_around = []  # KEDA or advice: the autoscaler names none any more
     plan = plan_service(
         svc.spec,
         owner=f"{meta.get('namespace', '')}/{meta['name']}",
@@ -180,10 +183,8 @@ def _converge(body: Obj, view: ClusterView, state: OperatorState, events: list[E
         every_ready_pod_serves=svc.spec.scaling.engine == "keda",
         now=now,
         warm_pool=wanted_warm_pool(svc, status),
-        routed_around=_routing_around(svc, status),
+        routed_around=around,
     )
-    if status.routed_around and not _routing_around(svc, status):
-        status.routed_around = []  # KEDA or advice: the autoscaler names none any more
     if not plan.usable:
         message = "; ".join(i.message for i in plan.issues) or "no AcceleratorClass is usable"
         reason = plan.issues[0].reason if plan.issues else "NoUsableAcceleratorClass"

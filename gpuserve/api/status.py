@@ -78,7 +78,8 @@ class InferenceServiceStatus(_Status):
         default_factory=list,
         description="Serving pods out of the Service while they clear a queue deeper than "
         "they clear within the queue budget (role routed-around); they rejoin once it is "
-        "cleared. At most half the serving pods, and only while the rest carry the arrivals.",
+        "cleared. At most half the serving pods, and only while the rest carry the arrivals "
+        "and the bursts seen.",
     )
     accelerators: str = Field(default="", description="Classes in use, for printing.")
     endpoint: str | None = Field(default=None, description="In-cluster gRPC endpoint.")
