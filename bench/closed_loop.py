@@ -88,6 +88,7 @@ class Sample:
     at: float  # seconds after the replay started
     replicas: int  # serving replicas ready (status.replicas)
     desired: int
+    routed_around: int  # pods in status.routedAround (rule 9)
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,7 @@ class Sampler:
                         at=time.monotonic() - self.t0,
                         replicas=int(status.get("replicas", 0)),
                         desired=int(status.get("desiredReplicas", 0)),
+                        routed_around=len(status.get("routedAround") or []),
                     )
                 )
             except Exception:
@@ -228,6 +230,8 @@ class Comparison:
     sim_peak: int
     mean_abs_gap: float  # replicas, averaged over seconds
     within_one: float  # share of seconds where the two differ by at most one replica
+    real_routed_around: float  # share of seconds with a pod routed around (rule 9)
+    sim_routed_around: float
     real_failures: int
     failure_kinds: str  # the commonest errors of failed requests, with their counts
 
@@ -245,6 +249,11 @@ class Comparison:
                 f"{self.sim_mean_replicas:.2f}",
             ),
             ("peak serving replicas", str(self.real_peak), str(self.sim_peak)),
+            (
+                "seconds with a pod routed around",
+                f"{self.real_routed_around:.0%}",
+                f"{self.sim_routed_around:.0%}",
+            ),
         ]
         lines = [
             f"{self.requests} requests over {self.seconds:.0f}s; start-up measured "
@@ -274,6 +283,8 @@ def compare(real: RealRun, sim: SimResult, workload: Workload, start_up: float) 
     seconds = max(1, math.ceil(workload.arrivals[-1])) if workload.arrivals else 1
     real_curve = _per_second([(x.at, x.replicas) for x in real.samples], seconds)
     sim_curve = _per_second([(p.at, p.serving_ready) for p in sim.timeline], seconds)
+    real_around = _per_second([(x.at, x.routed_around) for x in real.samples], seconds)
+    sim_around = _per_second([(p.at, p.routed_around) for p in sim.timeline], seconds)
     gaps = [abs(a - b) for a, b in zip(real_curve, sim_curve, strict=True)]
     records = real.load.records
     within = sum(1 for r in records if r.ok and r.latency_s is not None and r.latency_s <= SLO_S)
@@ -292,6 +303,8 @@ def compare(real: RealRun, sim: SimResult, workload: Workload, start_up: float) 
         sim_peak=max(sim_curve),
         mean_abs_gap=sum(gaps) / seconds,
         within_one=sum(1 for g in gaps if g <= 1) / seconds,
+        real_routed_around=sum(1 for n in real_around if n) / seconds,
+        sim_routed_around=sum(1 for n in sim_around if n) / seconds,
         real_failures=real.load.failures,
         failure_kinds=", ".join(
             f"{n} x {error}"

@@ -69,6 +69,28 @@ def test_a_routed_around_pod_keeps_its_serving_place() -> None:
     assert len(demoted) == 1 and demoted[0].demoted_at == "100.000"
 
 
+def test_a_scale_down_demotes_idle_pods_before_one_clearing_a_backlog() -> None:
+    # A demoted pod is deleted after its drain: the one routed around still holds a queue.
+    down = roles(FOUR, 3, ["d"])
+    demoted = {n for n, c in down.items() if c.role == ROLE_WARM}
+    assert demoted == {"c"}
+    assert down["d"].role == ROLE_ROUTED_AROUND
+    # Class preference still comes first: a named pod of a worse class goes before the
+    # better class's pods.
+    l4 = PodState(
+        name="a-l4",
+        accelerator_class="l4",
+        role=ROLE_SERVING,
+        ready=True,
+        node="n",
+        deletion_cost=DELETION_COST[ROLE_SERVING],
+    )
+    changes = assign_roles(
+        [l4, *FOUR], desired_serving=4, order=["h100", "l4"], now=100.0, routed_around=["a-l4"]
+    )
+    assert [c.pod for c in changes if c.role == ROLE_WARM] == ["a-l4"]
+
+
 def test_only_serving_pods_are_routed_around() -> None:
     pods = [pod("a", ROLE_SERVING), pod("b", ROLE_SERVING), pod("w", ROLE_WARM)]
     assert roles(pods, 2, ["w"]) == {}

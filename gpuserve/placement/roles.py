@@ -81,12 +81,14 @@ def assign_roles(
     """Label changes that make exactly ``desired_serving`` ready pods serve (or all ready
     pods, if fewer): serving-priority pods before standby pods (a standby pod serves only
     until a serving-priority pod is ready to take over), then current serving pods (stable;
-    when shrinking, the least preferred classes are demoted first), then better classes.
+    when shrinking, the least preferred classes are demoted first, and within a class the
+    pods named in ``routed_around`` last), then better classes.
 
     Of the serving pods, those named in ``routed_around`` (the autoscaler's, deepest queue
     first) are routed around, at most half of them: however stale the autoscaler's list,
     the Service keeps at least half of its pods."""
     rank = {c: i for i, c in enumerate(order)}
+    named = set(routed_around)
     live = [p for p in pods if not p.deleting]
     # Pods of a class no longer listed or usable stand by until their pool is deleted.
     ready = sorted(
@@ -95,6 +97,9 @@ def assign_roles(
             p.standby,
             not serves(p.role),
             rank.get(p.accelerator_class, len(rank)),
+            # A demoted pod is deleted a drain and Triton's exit timeout later: one still
+            # clearing a backlog would fail its queued requests, an idle one none.
+            p.name not in named,
             p.name,
         ),
     )

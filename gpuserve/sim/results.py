@@ -17,6 +17,7 @@ class TimelinePoint:
     warm: int  # warm-pool pods (ready or starting)
     pods: int  # every pod holding a GPU
     demand: float  # arrivals per second since the previous point
+    routed_around: int = 0  # ready serving pods new arrivals avoid (rule 9)
 
 
 @dataclass(frozen=True, slots=True)

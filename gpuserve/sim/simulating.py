@@ -753,6 +753,7 @@ class Simulation:
                 warm=sum(1 for p in alive if p.role in (_WARM, _DRAIN_TO_WARM)),
                 pods=len(alive),
                 demand=arrived / interval,
+                routed_around=sum(1 for p in self.lb if p.id in self.shed),
             )
         )
 

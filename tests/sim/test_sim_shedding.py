@@ -66,6 +66,10 @@ def test_arrivals_avoid_the_pod_an_order_names() -> None:
     assert around.attainment(40.0, 120.0) > 0.99
     # The same pods: only where requests go differs.
     assert [p.pods for p in around.timeline] == [p.pods for p in spread.timeline]
+    # The timeline counts the pod routed around while the order names it, and only then.
+    assert {p.routed_around for p in around.timeline if p.at > 40.0} == {1}
+    assert {p.routed_around for p in around.timeline if p.at < 35.0} == {0}
+    assert {p.routed_around for p in spread.timeline} == {0}
 
 
 def test_the_scaler_sees_each_ready_pods_queue_as_last_scraped() -> None:
