@@ -3,7 +3,7 @@
     .venv/bin/python bench/llm_capacity.py [--seeds 3] [--minutes M] [--routing-only]
         [--only azure-conv,mooncake-conv,bursty,flash-crowd,diurnal,drift,periodic]
         [--vllm-default-chunks] [--scale-down-window SECONDS] [--cache out/llm-cache]
-        [--history MINUTES]
+        [--history MINUTES] [--routing least_loaded]
     .venv/bin/python bench/llm_capacity.py --minutes 20 --chunk-sweep 512,1024,2048,4096,8192
 
 (the routing table runs with mooncake-conv, with no --only, or alone with --routing-only)
@@ -15,6 +15,11 @@ is the slowest part). Their "s per sim-hour" is then the run that filled the cac
 files live in a folder of DIR named after a digest of the package, the benches and the
 traces (``pickle_cache.code_scoped``): a rerun of the same tree reads them, and any change
 to that code starts a new folder, so a cache never gives figures the tree would not.
+
+``--routing least_loaded`` (added 2026-12-02) sends every policy's requests to the replica
+with the fewest running and waiting (what an endpoint picker reading the replicas' queues
+does, as an InferencePool's does) instead of a random one (a Kubernetes Service): what
+load-aware routing adds to each policy, the oracle's plan included.
 
 ``--history MINUTES`` (added 2026-11-28, as bench/suite.py's ``--history``): the generated
 workloads (bursty, diurnal, drift, periodic) first serve that many minutes of another draw
@@ -84,7 +89,12 @@ from gpuserve.sim.generators import (  # noqa: E402
     new_peaks,
     periodic,
 )
-from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, simulate_cluster  # noqa: E402
+from gpuserve.sim.llm.cluster import (  # noqa: E402
+    ClusterConfig,
+    ClusterRun,
+    Routing,
+    simulate_cluster,
+)
 from gpuserve.sim.llm.lineup import Entry, Yardsticks, compare, contender, yardsticks  # noqa: E402
 from gpuserve.sim.llm.oracle import plan_oracle  # noqa: E402
 from gpuserve.sim.llm.scalers import Static  # noqa: E402
@@ -270,20 +280,23 @@ def scalers_table(
     minutes: float | None = None,
     vllm_default_chunks: bool = False,
     history_s: float = 0.0,
+    routing: Routing = "random",
 ) -> None:
     """One table: every policy on ``workload`` over ``seeds`` seeds. With ``history_s``
     (and a workload that has one), every run serves that many seconds of another draw of
-    the same traffic first, and only what follows is measured."""
+    the same traffic first, and only what follows is measured. ``routing``: how every
+    policy's requests pick a replica."""
     history_s = history_s if workload.draw is not None else 0.0
     by_name: dict[str, list[Entry]] = {}
     peaks: list[list[bool]] = []  # per seed: which requests arrived in a new peak
     for seed in range(seeds):
         trace = workload.trace(seed, history_s)
-        config = ClusterConfig(workload.params, workload.objectives, seed=seed)
+        config = ClusterConfig(workload.params, workload.objectives, routing=routing, seed=seed)
         load = workload.load.replace("/", "-per-")
         key = f"{workload.name}-{load}-{minutes or 'whole'}min-seed{seed}"
         key += "-vllm-chunks" if vllm_default_chunks else ""
         key += f"-history{history_s:g}s" if history_s else ""
+        key += f"-{routing}" if routing != "random" else ""
         sticks = _yardsticks(cache, key, config, trace, history_s)
         for entry in compare(config, trace, scale_down_window_s=scale_down_window_s, reuse=sticks):
             run = entry.run.measured_from(history_s) if history_s else entry.run
@@ -300,6 +313,7 @@ def scalers_table(
         f"{trace.duration / 60:.0f} min; TTFT {o.ttft_s:g} s, TPOT {o.tpot_s * 1000:g} ms, "
         f"p{100 * o.quantile:g}; {seeds} seed(s)"
         + (f"; after {history_s / 60:g} minutes of history" if history_s else "")
+        + (f"; {routing} routing" if routing != "random" else "")
         + (
             f"; gpuserve's scaleDownStabilization {scale_down_window_s:g} s"
             if scale_down_window_s != SCALE_DOWN_WINDOW_S
@@ -432,6 +446,13 @@ def main(argv: list[str] | None = None) -> None:
         "static-yesterday, sized on the history's busiest minute",
     )
     p.add_argument(
+        "--routing",
+        choices=["random", "least_loaded"],
+        default="random",
+        help="how every policy's requests pick a replica (default: at random, as a "
+        "Kubernetes Service does; least_loaded: the fewest running and waiting)",
+    )
+    p.add_argument(
         "--cache",
         type=Path,
         default=None,
@@ -461,6 +482,7 @@ def main(argv: list[str] | None = None) -> None:
                     minutes=args.minutes,
                     vllm_default_chunks=chunks,
                     history_s=60.0 * args.history,
+                    routing=args.routing,
                 )
     if not args.only or "mooncake-conv" in args.only or args.routing_only:
         routing_table(args.minutes, args.seeds, vllm_default_chunks=chunks)

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/suite.py [--seeds N] [--workloads bursty flash-4x ...] [--loads 1 2]
         [--cache out/suite-cache] [--queue-timeout SECONDS] [--scale-down-window SECONDS]
-        [--history] [--spread-only]
+        [--history] [--spread-only] [--balancing least_loaded]
 
 Prints one table per workload and load (totals over the seeds), then a summary: the
 default policy's attainment, 5-minute window compliance and GPU-hours over the oracle's
@@ -28,6 +28,10 @@ set to S seconds (default: the API's default); the peers keep their own.
 ``--spread-only`` runs gpuserve's rows without routing around backlogged pods (rule 9 of
 docs/autoscaling.md, since 2026-12-02): every ready pod takes its random share of requests,
 as before, and as the peers' pods do behind a plain Service.
+
+``--balancing least_loaded`` sends every policy's requests to the ready pod with the fewest
+waiting and running (what a load-aware gateway's endpoint picker does) instead of a random
+one (a Kubernetes Service): the bound on what routing alone could give, beside rule 9.
 
 ``--history`` runs the generated workloads (bursty, diurnal, drift, periodic) after 30
 minutes of the same kind of traffic, another draw of the generator ("yesterday"), instead
@@ -117,6 +121,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--spread-only",
         action="store_true",
         help="gpuserve's rows do not route around backlogged pods (the peers never do)",
+    )
+    p.add_argument(
+        "--balancing",
+        choices=["random", "least_loaded"],
+        default="random",
+        help="how every policy's requests pick a ready pod (default: at random, as a "
+        "Kubernetes Service does)",
     )
     p.add_argument(
         "--history",
@@ -272,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         queue_timeout=args.queue_timeout,
         scale_down_window=args.scale_down_window,
         route_around=not args.spread_only,
+        balancing=args.balancing,
     )
     # The default row is what the summary judges: it runs beside any warm pools asked for.
     rows = contenders(list(POLICIES), [0, *(w for w in args.warm_pool if w != 0)], [0.0])
@@ -306,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
                     key += f"-timeout{args.queue_timeout:g}"
                 if args.history:
                     key += "-history"
+                if args.balancing != "random":
+                    key += f"-{args.balancing}"
                 prepared = _prepared(setup, args, spec, traces, load, seed, key)
                 measured = prepared.workload.window(setup.warmup, float("inf"))
                 if not stats:  # the table prints the first seed's statistics

@@ -386,3 +386,13 @@ def test_a_run_measured_from_a_time_counts_the_gpu_time_and_sizes_held_from_then
     assert measured.gpu_seconds == pytest.approx(200.0 + 100.0)
     assert [o.arrival_s for o in measured.outcomes] == [150.0]
     assert measured.replicas == ((100.0, 1), (200.0, 2))
+
+
+def test_least_loaded_routing_keeps_a_replica_from_queueing_while_others_idle() -> None:
+    # Near capacity, random picks queue on one replica while another has room; the
+    # picker that reads the replicas' loads does not.
+    trace = _chat(65.0, 120.0, seed=5)
+    spread = _static(trace, 3, routing="random")
+    picked = _static(trace, 3, routing="least_loaded")
+    assert picked.ttft_percentile(99) < 0.85 * spread.ttft_percentile(99)
+    assert picked.attainment() > spread.attainment()

@@ -7,9 +7,11 @@ only decodes (``Engine.fast_forward``) or computes a long prompt's chunks
 steps, replica start-ups and scrapes, so the cost is per step that changes the batch, not
 per token.
 
-* Routing: ``random`` (a Kubernetes Service) or ``prefix``: the replica holding the
+* Routing: ``random`` (a Kubernetes Service), ``prefix``: the replica holding the
   longest cached prefix of the request, among those whose load (running + waiting) is
-  within ``load_bound`` times the mean plus one; ties go to the least loaded.
+  within ``load_bound`` times the mean plus one; ties go to the least loaded; or
+  ``least_loaded``: the replica with the fewest requests running and waiting (an
+  endpoint picker that reads the replicas' queues).
 * Replicas take ``startup_s`` from creation to serving (instantly for the oracle); a
   removed one leaves the router at once and drains its requests. A replica holds its GPU
   from creation until drained: GPU-seconds count all of that.
@@ -40,7 +42,7 @@ from gpuserve.llm.observing import VllmSnapshot, snapshot_from_samples
 from gpuserve.llm.params import EngineParams
 from gpuserve.sim.llm.traces import TokenTrace
 
-Routing = Literal["random", "prefix"]
+Routing = Literal["random", "prefix", "least_loaded"]
 _TICK, _READY, _SCRAPE, _EVAL = 0, 1, 2, 3
 _TTFT, _TPOT = vllm.TIME_TO_FIRST_TOKEN.name, vllm.TIME_PER_OUTPUT_TOKEN.name
 _PROMPTS, _OUTPUTS = "vllm:request_prompt_tokens", "vllm:request_generation_tokens"
@@ -427,6 +429,8 @@ class _Simulation:
         return requests[drawn].arrival_s if drawn < len(requests) else math.inf
 
     def _route(self, serving: list[_Replica], hashes: tuple[int, ...]) -> _Replica:
+        if self.config.routing == "least_loaded":
+            return min(serving, key=lambda r: (r.load, r.index))
         if self.config.routing == "random" or not hashes or len(serving) == 1:
             return serving[self.rng.randrange(len(serving))]
         keys = chain_keys(hashes)
