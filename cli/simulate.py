@@ -7,8 +7,8 @@
 An LLM service (model.format vllm or tensorrtllm, with slo.ttft/slo.tpot) is replayed
 token by token instead (cli/simulate_llm.py): an Azure conversation CSV or a Mooncake
 JSON-lines trace, --policy gpuserve|keda-waiting|hpa-kv|planner-like|static-peak|oracle,
---routing random|prefix; --compare-classes runs it on each class the service names alone
-and prints one table with the cheapest class that meets the objectives.
+--routing random|prefix|least_loaded; --compare-classes runs it on each class the service
+names alone and prints one table with the cheapest class that meets the objectives.
 
 The service is parsed with gpuserve.api; AcceleratorClasses may sit in the same file (or
 in --classes files); service times come from a `kind: ServiceTimes` document (see
@@ -90,9 +90,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--policy", choices=(*POLICIES, *LLM_ONLY), default="gpuserve")
     p.add_argument(
         "--routing",
-        choices=("random", "prefix"),
+        choices=("random", "prefix", "least_loaded"),
         default="random",
-        help="LLM services: a Service's random spreading or prefix-cache affinity",
+        help="LLM services: a Service's random spreading, prefix-cache affinity, or the "
+        "replica with the fewest running and waiting (an endpoint picker routing by load)",
     )
     p.add_argument(
         "--plot",
@@ -129,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         args.tokens_per_item = 0
     if args.routing != "random":
         raise SimulateError(
-            f"--routing {args.routing}: LLM services only (prefix-cache affinity); "
+            f"--routing {args.routing}: LLM services only; "
             f"{service.metadata.name} is {service.spec.model.format}"
         )
     if args.compare_classes:

@@ -70,6 +70,17 @@ def test_azure_slice_on_the_vllm_example_prints_the_prediction_and_plots(
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_least_loaded_routing_is_a_choice_for_llm_services(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _slice(AZURE, 301, tmp_path / "azure.csv")
+    args = ("--compress", "4", "--routing", "least_loaded")
+    code, out, err = simulate(capsys, EXAMPLE, trace, *args)
+    assert code == 0, err
+    assert "policy gpuserve, routing least_loaded" in out
+    _check_prediction(out, gpus_per_pod=1)
+
+
 def test_mooncake_slice_with_prefix_routing_and_two_gpus_per_replica(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
