@@ -38,6 +38,7 @@ from gpuserve.autoscaling.from_spec import (
     policy_config_from_spec,
     stated_service_times,
 )
+from gpuserve.autoscaling.limits import limited_line
 from gpuserve.autoscaling.outruns import tallest_outrun_line
 from gpuserve.sim.comparing import Setup, add_replay_arguments
 from gpuserve.sim.config import SimConfig
@@ -185,13 +186,13 @@ def run(args: argparse.Namespace) -> int:
         initial_replicas=max(1, policy.min_replicas, min(policy.max_replicas, steady)),
     )
     started = time.perf_counter()
-    result, outruns = _run(args.policy, config=config, policy=policy, workload=workload)
+    result, conditions = _run(args.policy, config=config, policy=policy, workload=workload)
     elapsed = time.perf_counter() - started
     _, skipped = placement_order(spec, classes)
     print(_inputs(config, times, stated, [issue.message for issue in skipped]))
     print(_report(service.metadata.name, args, result, policy, elapsed))
-    if outruns is not None:
-        print(outruns)
+    for line in conditions:
+        print(line)
     if args.plot:
         title = (
             f"{service.metadata.name} ({result.policy}): {args.trace.name} at "
@@ -287,7 +288,7 @@ def _times(docs: list[tuple[str, dict[str, Any]]]) -> ServiceTimeModel | None:
 
 def _run(
     name: PolicyName, *, config: SimConfig, policy: PolicyConfig, workload: Workload
-) -> tuple[SimResult, str | None]:
+) -> tuple[SimResult, list[str]]:
     plan: OraclePlan | None = None
     calibration = None
     if name in ("oracle", "static"):
@@ -296,22 +297,28 @@ def _run(
         calibration = calibrate(config=config)
     scaler = make_scaler(name, policy=policy, calibration=calibration, plan=plan)
     if isinstance(scaler, GpuserveScaler):
-        scaler.keep_decisions = True  # for the BurstsCovered line of the report
+        scaler.keep_decisions = True  # for the conditions' lines of the report
     start = plan.replicas[0] if plan else config.initial_replicas
     cfg = replace(sim_config_for(name, config, config.warm_pool), initial_replicas=start)
     result = simulate(config=cfg, workload=workload, scaler=scaler)
-    return result, _tallest_outrun(scaler, policy, config.measure_from)
+    return result, _condition_lines(scaler, policy, config.measure_from)
 
 
-def _tallest_outrun(scaler: Scaler, policy: PolicyConfig, since: float) -> str | None:
-    """The BurstsCovered line over the measured part (gpuserve's policy only)."""
+def _condition_lines(scaler: Scaler, policy: PolicyConfig, since: float) -> list[str]:
+    """What the BurstsCovered and ScalingLimited conditions would have said over the
+    measured part (gpuserve's policy only)."""
     if not isinstance(scaler, GpuserveScaler):
-        return None
-    return tallest_outrun_line(
-        (d.outran for t, d in scaler.decisions if t >= since),
+        return []
+    measured = [d for t, d in scaler.decisions if t >= since]
+    covered = tallest_outrun_line(
+        (d.outran for d in measured),
         min_replicas=policy.min_replicas,
         max_replicas=policy.max_replicas,
     )
+    limited = limited_line(
+        (d.signals for d in measured if d.mode != "hold"), max_replicas=policy.max_replicas
+    )
+    return [line for line in (covered, limited) if line is not None]
 
 
 def _report(

@@ -75,8 +75,9 @@ def run_llm(
     sim = _simulate_setup(args, setup, policy_name, trace)
     print(_inputs(setup, sim.params, args.trace, sim.served, sim.refused))
     print(_report(name, setup, sim, args.routing))
-    if sim.bursts_covered is not None:
-        print(sim.bursts_covered)
+    for line in (sim.bursts_covered, sim.scaling_limited):
+        if line is not None:
+            print(line)
     if args.plot:
         _plot(args, name, sim.run, args.plot)
     return 0
@@ -116,6 +117,7 @@ class Simulated:
     max_replicas: int
     both_of_all: float  # within both objectives, of all requests (refused ones missed)
     bursts_covered: str | None  # what the BurstsCovered condition would have said
+    scaling_limited: str | None  # and the ScalingLimited condition
 
 
 def _simulate_setup(
@@ -155,6 +157,7 @@ def _simulate_setup(
         max_replicas=max(n for _, n in run.replicas),
         both_of_all=sum(map(run.met, outcomes)) / (len(outcomes) + refused),
         bursts_covered=ran.bursts_covered,
+        scaling_limited=ran.scaling_limited,
     )
 
 

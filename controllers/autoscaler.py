@@ -40,6 +40,7 @@ from gpuserve.api.status import InferenceServiceStatus, RoutedAroundStatus, Scal
 from gpuserve.autoscaling import Decision, MetricHistory, MetricSample, PolicyMemory, decide
 from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.from_spec import policy_config_from_spec
+from gpuserve.autoscaling.limits import limited_condition
 from gpuserve.autoscaling.outruns import covered_condition
 from gpuserve.autoscaling.pools import PoolState
 from gpuserve.autoscaling.shedding import PodQueue
@@ -232,6 +233,11 @@ def _decide_and_record(
         conds.set("MetricsAvailable", "False", missing, why)
     else:
         conds.set("MetricsAvailable", "True", "MetricsFresh", "Triton metrics are fresh")
+        # Only a decision made on fresh metrics says whether the bound held it back.
+        conds.set(
+            "ScalingLimited",
+            *limited_condition(decision.signals, max_replicas=svc.spec.scaling.max_replicas),
+        )
     if decision.outran is not None:
         scaling = svc.spec.scaling
         conds.set(
@@ -278,8 +284,9 @@ def _decide_and_record(
         if not advisory:
             status.desired_replicas = decision.desired_replicas
     around = [] if advisory else _routed_around(decision)
-    if [r.pod for r in around] != [r.pod for r in status.routed_around]:
-        # Written when the pods change, not their figures: the reconcile relabels them.
+    if {r.pod for r in around} != {r.pod for r in status.routed_around}:
+        # Written when the pods change, not their figures or their order (two queues
+        # trading places): the reconcile relabels them.
         status.routed_around = around
     if p95 is not None and (status.p95_ms is None or abs(status.p95_ms - p95 * 1e3) >= 1.0):
         status.p95_ms = round(p95 * 1e3, 1)

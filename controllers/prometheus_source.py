@@ -34,20 +34,31 @@ class Reading:
 
 
 BY = "namespace, service"
+# Each Triton's series once. The chart's PodMonitor copies the pod's role onto its scrape
+# target, so a role change (a promotion, rule 9) gives the pod a new target whose series
+# overlap the old target's until those go stale; summed as they are, that pod would count
+# twice. The target's address (instance) stays, so the largest of its series is the one.
+ONCE = f"{BY}, instance, model, version"
+
+
+def _once(expr: str, *extra: str) -> str:
+    """``expr`` summed per service (and ``extra`` labels), each Triton's series once."""
+    by = ", ".join((BY, *extra))
+    return f"sum by ({by}) (max by ({', '.join((ONCE, *extra))}) ({expr}))"
 
 
 def _queries(sel: str, window: str) -> dict[str, str]:
     def rate(metric: str, fn: str = "rate") -> str:
-        return f"sum by ({BY}) ({fn}({metric}{{{sel}}}[{window}]))"
+        return _once(f"{fn}({metric}{{{sel}}}[{window}])")
 
     success = rate("nv_inference_request_success")
     # A series missing on one side (no failures yet, no queue gauge) counts as zero for
     # that service: `or` with the success series times 0 keeps the labels to match on.
     zero = f"({success} * 0)"
     failures = rate("nv_inference_request_failure")
-    growth = f"sum by ({BY}) (deriv(nv_inference_pending_request_count{{{sel}}}[{window}]))"
+    growth = _once(f"deriv(nv_inference_pending_request_count{{{sel}}}[{window}])")
     return {
-        "queue_depth": f"sum by ({BY}) (nv_inference_pending_request_count{{{sel}}})",
+        "queue_depth": _once(f"nv_inference_pending_request_count{{{sel}}}"),
         "success_rate": success,
         "recent_completion_rate": f"{rate('nv_inference_request_success', 'irate')} + "
         f"({rate('nv_inference_request_failure', 'irate')} or {zero})",
@@ -166,7 +177,7 @@ class PrometheusSource:
 def _pod_queues_query(sel: str) -> str:
     """Each pod's queue: the autoscaler routes around a pod whose queue it cannot clear
     within the budget (gpuserve.autoscaling.shedding)."""
-    return f"sum by ({BY}, pod) (nv_inference_pending_request_count{{{sel}}})"
+    return _once(f"nv_inference_pending_request_count{{{sel}}}", "pod")
 
 
 def _entries(result: object, *extra: str) -> list[tuple[ServiceKey, tuple[str, ...], float]]:
@@ -205,18 +216,23 @@ def _vllm_samples(
     result: object,
 ) -> list[tuple[ServiceKey, tuple[str, dict[str, str], float]]]:
     """An instant vector of vLLM series as (service, (name, labels, value)); malformed and
-    non-finite entries left out."""
-    found: list[tuple[ServiceKey, tuple[str, dict[str, str], float]]] = []
+    non-finite entries left out. A series the pod's old and new role both scraped (the
+    chart's PodMonitor copies the role onto the target; see ``ONCE``) is taken once, at
+    the larger value, so a promotion does not double a counter for a scrape."""
+    found: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[ServiceKey, float]] = {}
     if not isinstance(result, list):
-        return found
+        return []
     for entry in result:
         try:
-            labels = {str(k): str(v) for k, v in entry["metric"].items()}
+            labels = {str(k): str(v) for k, v in entry["metric"].items() if k != "role"}
             name = labels.pop("__name__")
             key = (labels["namespace"], labels["service"])
             value = float(entry["value"][1])
         except (KeyError, IndexError, TypeError, ValueError, AttributeError):
             continue
-        if math.isfinite(value):
-            found.append((key, (name, labels, value)))
-    return found
+        if not math.isfinite(value):
+            continue
+        series = (name, tuple(sorted(labels.items())))
+        if series not in found or value > found[series][1]:
+            found[series] = (key, value)
+    return [(key, (name, dict(labels), value)) for (name, labels), (key, value) in found.items()]

@@ -5,6 +5,7 @@ scraping it, the operator's autoscaler reading Prometheus and scaling the pools.
   under the SLO while the load goes on; once the load stops the service returns to
   minReplicas after the scale-down stabilisation window. Decisions and their reasons are
   in status and in events; BurstsCovered says no burst outran the ready pods.
+- A load past maxReplicas shows ScalingLimited=True until the load is gone.
 - A Prometheus outage holds the replica count (no scale-down on missing data), shows
   MetricsAvailable=False, and scaling resumes once Prometheus is back on the same port.
 """
@@ -140,6 +141,9 @@ def test_load_step_scales_up_meets_the_slo_and_scales_back_down(
     )
     assert ups[0]["applied"] is True
     assert peak["desiredReplicas"] >= 2
+    # Two replicas were within maxReplicas: no bound held the decisions back.
+    limited = condition(status, "ScalingLimited")
+    assert limited and (limited["status"], limited["reason"]) == ("False", "DesiredWithinRange")
 
     # Load gone: back to minReplicas, but not before the stabilisation window has passed.
     stopped_at = time.monotonic()
@@ -161,6 +165,27 @@ def test_load_step_scales_up_meets_the_slo_and_scales_back_down(
         e["message"] for e in events(stack.cluster, namespace, name) if e["reason"] == "ScaledUp"
     ]
     assert any("-> " in m for m in messages), messages
+
+
+def test_max_replicas_holding_a_decision_back_is_a_condition(stack: Stack, namespace: str) -> None:
+    """The load needs two replicas and maxReplicas is one: status says the bound, not the
+    demand, set the size, and stops saying so once the load is gone."""
+    name = "capped"
+    apply(stack.cluster, namespace, loop_service(name, maxReplicas=1))
+    wait_ready(stack, namespace, name)
+    load = Load(stack, namespace, name, seconds=20).start()
+
+    def limited(status: str) -> dict[str, Any] | None:
+        c = condition(service_status(stack.cluster, namespace, name), "ScalingLimited")
+        return c if c and c["status"] == status else None
+
+    cond = wait_for(lambda: limited("True"), 40, "ScalingLimited=True under the load")
+    assert cond["reason"] == "TooManyReplicas", cond
+    assert "scaling.maxReplicas (1)" in cond["message"], cond
+    assert desired(stack, namespace, name) == 1
+    load.join(timeout=120)  # one replica queues what it cannot serve: failures are not judged
+    cond = wait_for(lambda: limited("False"), 60, "ScalingLimited=False after the load")
+    assert cond["reason"] == "DesiredWithinRange", cond
 
 
 def test_prometheus_outage_holds_replicas_and_scaling_resumes(stack: Stack, namespace: str) -> None:

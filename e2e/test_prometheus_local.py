@@ -164,6 +164,61 @@ def test_one_pass_reads_every_service_as_the_per_service_read_does(triton: Trito
         prometheus.stop()
 
 
+@pytest.mark.prometheus
+@pytest.mark.triton
+@needs_prometheus
+def test_a_pod_scraped_under_its_old_and_new_role_counts_once(triton: TritonServer) -> None:
+    """The chart's PodMonitor copies the pod's role onto its target: after a role change
+    the old and the new target both hold the pod's series until the old ones go stale.
+    The autoscaler's queries take each Triton's series once."""
+    from controllers.prometheus_source import PrometheusSource
+    from gpuserve.autoscaling.query_windows import QueryWindows
+
+    stop, errors = threading.Event(), []
+    sender = threading.Thread(
+        target=_send_until, args=(triton.grpc_url, stop, time.monotonic() + 60, errors)
+    )
+    prometheus = PrometheusServer(scrape_interval_s=1.0).start()
+    sender.start()
+    try:
+        # The same Triton: once as pod a-0 under two roles, once as pod b-0 under one.
+        target = {"namespace": "team-a", "pod": "a-0", "service": "a"}
+        prometheus.set_targets(
+            [
+                {"address": triton.metrics_address, "labels": {**target, "role": "serving"}},
+                {"address": triton.metrics_address, "labels": {**target, "role": "routed-around"}},
+                {
+                    "address": triton.metrics_address,
+                    "labels": {
+                        "namespace": "team-b",
+                        "pod": "b-0",
+                        "service": "b",
+                        "role": "serving",
+                    },
+                },
+            ]
+        )
+        prometheus.wait_for(
+            "count(rate(nv_inference_request_success[5s]) > 0)",
+            lambda r: bool(r) and float(r[0]["value"][1]) == 3,
+            timeout=30,
+        )
+        every = PrometheusSource(prometheus.url, windows=QueryWindows(1.0)).read_all()
+        assert every.error is None
+        twice, once = every.of("team-a", "a"), every.of("team-b", "b")
+        assert twice.pod_queues == {"a-0": 0.0}
+        rate_twice, rate_once = twice.sample.get("success_rate"), once.sample.get("success_rate")
+        assert rate_twice is not None and rate_once is not None and rate_once > 0
+        # The same counters: summed over both targets, a-0's rate would be twice b-0's.
+        assert rate_twice == pytest.approx(rate_once, rel=0.25), (rate_twice, rate_once)
+        assert twice.sample.get("queue_depth") == 0.0
+    finally:
+        stop.set()
+        sender.join(timeout=10)
+        prometheus.stop()
+    assert not errors, errors[:3]
+
+
 def _send_until(grpc_url: str, stop: threading.Event, deadline: float, errors: list[str]) -> None:
     """One request every 0.2 s until ``stop`` or ``deadline``; each failure recorded."""
     while not stop.is_set() and time.monotonic() < deadline:

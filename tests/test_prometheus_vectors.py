@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from controllers.prometheus_source import _by_pod, _by_service
+from controllers.prometheus_source import _by_pod, _by_service, _vllm_samples
 
 
 def entry(value: str, **labels: str) -> dict[str, object]:
@@ -30,3 +30,17 @@ def test_per_service_values_keep_nan_and_turn_infinity_to_none() -> None:
     assert found == {("ns", "svc"): None}
     nan = _by_service([entry("NaN")])[("ns", "svc")]
     assert nan is not None and math.isnan(nan)
+
+
+def test_a_vllm_series_scraped_under_the_old_and_new_role_counts_once() -> None:
+    def series(value: str, role: str, pod: str = "a") -> dict[str, object]:
+        labels = {"__name__": "vllm:request_success_total", "pod": pod, "role": role}
+        return entry(value, **labels)
+
+    # A promotion: the pod's counter under role warm (last scrape) and serving (new target).
+    found = _vllm_samples(
+        [series("40", "warm"), series("41", "serving"), series("7", "serving", "b")]
+    )
+    by_pod = {labels["pod"]: value for _, (_, labels, value) in found}
+    assert by_pod == {"a": 41.0, "b": 7.0}
+    assert all("role" not in labels for _, (_, labels, _) in found)

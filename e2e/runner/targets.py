@@ -28,7 +28,8 @@ class InstanceInfo:
 
 
 def scrape_targets(instances: Iterable[InstanceInfo]) -> list[dict[str, Any]]:
-    """One file_sd target per Triton metrics port, labelled as a PodMonitor would."""
+    """One file_sd target per Triton metrics port, labelled as the chart's PodMonitor
+    labels it: the role too, so a pod's role change makes a new target here as there."""
     targets = [
         {
             "address": i.metrics,
@@ -37,6 +38,7 @@ def scrape_targets(instances: Iterable[InstanceInfo]) -> list[dict[str, Any]]:
                 "pod": i.pod,
                 "service": i.service,
                 "accelerator_class": i.accelerator_class,
+                "role": i.role,
             },
         }
         for i in instances

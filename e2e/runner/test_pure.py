@@ -217,5 +217,6 @@ def test_scrape_targets_carry_the_pod_labels_and_skip_servers_not_up() -> None:
         "pod": "a",
         "service": "svc",
         "accelerator_class": "h100",
+        "role": "warm",
     }
     assert targets[0]["address"] == "127.0.0.1:2001"

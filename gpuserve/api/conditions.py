@@ -15,6 +15,7 @@ ORDER = (
     "Schedulable",
     "MetricsAvailable",
     "BurstsCovered",
+    "ScalingLimited",
     "InferencePoolApplied",
 )
 

@@ -17,6 +17,7 @@ from gpuserve.autoscaling.bursts import burst_bound, burst_headroom, remember_mi
 from gpuserve.autoscaling.capacity import CapacityEstimate, replica_capacity
 from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory, added_up
+from gpuserve.autoscaling.limits import note_cap
 from gpuserve.autoscaling.metrics import MetricHistory, MetricSample, latest_of, mean_of
 from gpuserve.autoscaling.outruns import OutrunReport, Seen, track_outruns
 from gpuserve.autoscaling.pools import PoolState
@@ -325,10 +326,8 @@ def decide(
         panicking=panicking,
         bursting=bursting,
     )
-    if wanted > config.max_replicas:
-        # Say that the bound, not the demand, set the size: status must show the gap.
-        why += f"; capped at maxReplicas {config.max_replicas} (needs {wanted})"
-        signals["uncapped"] = float(wanted)
+    # Say that the bound, not the demand, set the size: status must show the gap.
+    why = note_cap(why, signals, wanted=wanted, max_replicas=config.max_replicas)
     if raw >= committed:
         target = min(raw, _scale_up_limit(config, committed))
         if target < raw:
@@ -374,7 +373,11 @@ def decide(
         # service is known to have: the rate it keeps pods for, and the height the bursts
         # seen reached (a next burst lands on them alone until the next decision).
         routed_around=_routed_around(
-            config, queues, caps, max(demand.panic, bound.provision(level, burst), reach)
+            config,
+            queues,
+            caps,
+            max(demand.panic, bound.provision(level, burst), reach),
+            keep=_clamp(config, target),
         ),
     )
 
@@ -384,10 +387,14 @@ def _routed_around(
     queues: Sequence[PodQueue],
     caps: dict[str, CapacityEstimate],
     carry: float,
+    *,
+    keep: int,
 ) -> tuple[RoutedAround, ...]:
     """The ready pods to route around while they clear their queues, as long as the rest
     carry ``carry`` req/s: each clears what its class serves within the objective over
-    the queue budget (rule 9)."""
+    the queue budget (rule 9). ``keep``: the serving pods this decision keeps. A
+    scale-down demotes the idle pods first (``placement.roles``), so only the ``keep``
+    deepest queues stay, and only the rest of those carry."""
     if not config.route_around_backlogs:
         return ()
     pods = {
@@ -395,9 +402,10 @@ def _routed_around(
         for q in queues
         if q.class_name in caps
     }
+    kept = sorted(pods.items(), key=lambda kv: kv[1].queued, reverse=True)[: max(keep, 0)]
     return tuple(
         RoutedAround(pod, pods[pod].queued, pods[pod].clearable)
-        for pod in backlogged(list(pods.items()), carry=carry)
+        for pod in backlogged(kept, carry=carry)
     )
 
 

@@ -64,15 +64,19 @@ def backlogged(
 ) -> tuple[Key, ...]:
     """The pods to route around, deepest queue first: the queues past what their pod
     clears within the budget, as long as the rest carry ``carry`` (requests/s) at their
-    rates and at most ``max_share`` of the pods are left out."""
+    rates and at most ``max_share`` of the pods are left out. A pod that clears its queue,
+    or that the rest could not spare, is passed over, not the end: in a service of several
+    classes a slower pod further down may still be backlogged, or spared."""
     if not 0.0 <= max_share < 1.0:
         raise ValueError(f"max_share must be in [0, 1), not {max_share}")
     carrying = sum(b.rate for _, b in pods)
     limit = int(max_share * len(pods))
     out: list[Key] = []
     for key, b in sorted(pods, key=lambda kb: kb[1].queued, reverse=True):
-        if len(out) >= limit or b.queued <= b.clearable or carrying - b.rate < carry:
+        if len(out) >= limit:
             break
+        if b.queued <= b.clearable or carrying - b.rate < carry:
+            continue
         out.append(key)
         carrying -= b.rate
     return tuple(out)

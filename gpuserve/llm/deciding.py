@@ -44,6 +44,7 @@ from gpuserve.autoscaling.bursts import burst_bound, burst_headroom, remember_mi
 from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S
 from gpuserve.autoscaling.deciding import finish_decision
 from gpuserve.autoscaling.decision import Decision, Mode, PolicyMemory
+from gpuserve.autoscaling.limits import note_cap
 from gpuserve.autoscaling.outruns import OutrunReport, Seen, track_outruns
 from gpuserve.autoscaling.pools import PoolState
 from gpuserve.autoscaling.trend import hold_window, minute_trend
@@ -298,6 +299,7 @@ def decide_llm(
             memory_s=policy.burst_memory_s,
         ),
     )
+    reason = note_cap(reason, signals, wanted=target, max_replicas=policy.max_replicas)
     return _decision(policy, pools, memory, now, mode, target, reason, signals, outran_report)
 
 

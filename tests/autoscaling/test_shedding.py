@@ -51,6 +51,15 @@ def test_a_faster_pod_clears_more() -> None:
     assert backlogged(pods, carry=1.0) == ("slow",)
 
 
+def test_a_fast_pod_clearing_a_deep_queue_does_not_hide_a_slow_backlogged_one() -> None:
+    # Two classes: the fast pod's 25 clear in time, the slow pod's 20 do not.
+    pods = [("fast", pod(25.0, rate=30.0)), ("slow", pod(20.0)), ("idle", pod(0.0, rate=30.0))]
+    assert backlogged(pods, carry=1.0) == ("slow",)
+    # Nor does a pod the rest could not spare hide one they can.
+    pods = [("big", pod(900.0, rate=30.0)), ("small", pod(800.0)), ("idle", pod(0.0, rate=30.0))]
+    assert backlogged(pods, carry=40.0) == ("small",)
+
+
 def test_the_share_must_leave_a_pod() -> None:
     with pytest.raises(ValueError, match="max_share"):
         backlogged([("a", pod(1.0))], carry=0.0, max_share=1.0)
@@ -82,3 +91,26 @@ def test_the_policy_names_a_backlogged_pod_with_its_queue_and_what_it_clears() -
     assert off.route_around_backlogs is False
     assert decided(queues, route_around_backlogs=False).routed_around == ()
     assert decided([replace(q, class_name="l4") for q in queues]).routed_around == ()
+
+
+def test_a_scale_down_leaves_the_service_pods_that_carry_the_arrivals() -> None:
+    # Eight pods for three pods' worth of demand, two of them holding queues they cannot
+    # clear in time: the decision shrinks the service and names pods in one go. The pods
+    # it keeps, less those it names, must carry the demand.
+    queues = [PodQueue(f"p{i}", "a100", 20.0 if i < 2 else 0.0) for i in range(8)]
+    calm = PolicyMemory(
+        since=0.0, recommendations=tuple((float(t), 1) for t in range(100, 300, 10))
+    )
+    decision = decide(
+        config=config(),
+        history=history(
+            3.0 * capacity(), start=0.0, end=300.0, queue=lambda t: 40 + (300 - t) / 10
+        ),
+        pools=pools(8),
+        now=300.0,
+        memory=calm,
+        queues=queues,
+    )
+    assert decision.desired_replicas < 8 and decision.routed_around
+    left = decision.desired_replicas - len(decision.routed_around)
+    assert left * capacity() >= decision.signals["demandPanic"] - 1e-9

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from gpuserve.autoscaling.decision import Decision, PolicyMemory
+from gpuserve.autoscaling.limits import limited_condition
 from gpuserve.autoscaling.pools import ClassPool, PoolState
 from gpuserve.llm import metrics as vllm
 from gpuserve.llm.capacity import LoadShape, TokenObjectives, replica_capacity, saturation_rate
@@ -149,6 +150,28 @@ def test_replicas_follow_demand_over_the_modelled_capacity() -> None:
         memory=PolicyMemory(),
     )
     assert decision.desired_replicas == 4 and decision.started == 2
+
+
+def test_a_need_past_max_replicas_is_capped_and_said() -> None:
+    per_replica = replica_capacity(POLICY.params, SHAPE, OBJECTIVES).rate * POLICY.utilization
+    capped_policy = replace(POLICY, max_replicas=3)
+    seen = _seen(100.0, 5.5 * per_replica)
+    decision = decide_llm(
+        policy=capped_policy,
+        stable=seen,
+        recent=seen,
+        pools=_pools(2),
+        now=100.0,
+        memory=PolicyMemory(),
+    )
+    assert decision.desired_replicas == 3
+    assert "capped at maxReplicas 3 (needs 6)" in decision.reason
+    assert limited_condition(decision.signals, max_replicas=3)[:2] == ("True", "TooManyReplicas")
+    within = decide_llm(
+        policy=POLICY, stable=seen, recent=seen, pools=_pools(2), now=100.0, memory=PolicyMemory()
+    )
+    assert "capped" not in within.reason
+    assert limited_condition(within.signals, max_replicas=POLICY.max_replicas)[0] == "False"
 
 
 def test_scale_down_waits_for_the_window_and_backlog_counts_beyond_one_per_replica() -> None:

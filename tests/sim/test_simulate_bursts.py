@@ -53,3 +53,20 @@ def test_steady_traffic_outruns_nothing_and_other_policies_say_nothing(
     assert "BurstsCovered=True WithinReadyCapacity (throughout)" in out, out
     _, out, _ = simulate(capsys, heavy_service(tmp_path), steady, "--policy", "static")
     assert "BurstsCovered" not in out
+
+
+def test_the_replay_says_when_max_replicas_held_the_decisions_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    service = heavy_service(tmp_path)
+    _, out, _ = simulate(capsys, service, trace(tmp_path, ()))
+    assert "ScalingLimited=False DesiredWithinRange (throughout)" in out, out
+    # Two pods at most: a burst of 60 req/s asks for many more.
+    service.write_text(service.read_text().replace("maxReplicas: 20", "maxReplicas: 2"))
+    code, out, _ = simulate(capsys, service, trace(tmp_path, (300.0,)))
+    assert code == 0
+    line = next(x for x in out.splitlines() if x.startswith("ScalingLimited="))
+    assert line.startswith("ScalingLimited=True TooManyReplicas: "), line
+    assert "than scaling.maxReplicas (2)" in line, line
+    most = int(line.rsplit("at most ", 1)[1].split()[0])
+    assert most > 2, line

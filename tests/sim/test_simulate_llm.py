@@ -184,10 +184,12 @@ def test_steady_token_traffic_outruns_nothing_and_the_baselines_say_nothing(
     code, out, err = simulate(capsys, EXAMPLE, steady)
     assert code == 0, err
     assert "BurstsCovered=True WithinReadyCapacity (throughout)" in out, out
+    assert "ScalingLimited=False DesiredWithinRange (throughout)" in out, out
     bursts = _bursts(tmp_path / "b.csv", (300.0,))
     for policy in ("keda-waiting", "oracle"):
         _, out, _ = simulate(capsys, EXAMPLE, bursts, "--policy", policy)
         assert f"policy {policy}" in out and "BurstsCovered" not in out, out
+        assert "ScalingLimited" not in out, out
 
 
 def test_a_class_not_given_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from gpuserve.api.llm_sizing import GIB, memory_shortfall
 from gpuserve.api.models import LLM_FORMATS, AcceleratorClassSpec, InferenceServiceSpec
+from gpuserve.autoscaling.limits import limited_line
 from gpuserve.autoscaling.outruns import tallest_outrun_line
 from gpuserve.llm.capacity import replica_capacity
 from gpuserve.llm.deciding import LLMPolicy, replicas_for
@@ -196,11 +197,13 @@ def steady_replicas(policy: LLMPolicy, trace: TokenTrace) -> int:
 
 @dataclass(frozen=True, slots=True)
 class PolicyRun:
-    """One policy's run, and for gpuserve's rule what its ``BurstsCovered`` condition
-    would have said over it (``tallest_outrun_line``; None for the others)."""
+    """One policy's run, and for gpuserve's rule what its ``BurstsCovered`` and
+    ``ScalingLimited`` conditions would have said over it (``tallest_outrun_line``,
+    ``limited_line``; None for the others)."""
 
     run: ClusterRun
     bursts_covered: str | None = None
+    scaling_limited: str | None = None
 
 
 def run_llm_policy(
@@ -231,7 +234,11 @@ def run_llm_policy(
             min_replicas=policy.min_replicas,
             max_replicas=policy.max_replicas,
         )
-        return PolicyRun(run, line)
+        limited = limited_line(
+            (d.signals for _, d in scaler.decisions if d.mode != "hold"),
+            max_replicas=policy.max_replicas,
+        )
+        return PolicyRun(run, line, limited)
     target, most = policy.objectives.quantile, policy.max_replicas
     if name == "oracle":
         return PolicyRun(plan_oracle(config, trace, target=target, most=most).run)
