@@ -154,22 +154,17 @@ def test_replicas_follow_demand_over_the_modelled_capacity() -> None:
 
 def test_a_need_past_max_replicas_is_capped_and_said() -> None:
     per_replica = replica_capacity(POLICY.params, SHAPE, OBJECTIVES).rate * POLICY.utilization
-    capped_policy = replace(POLICY, max_replicas=3)
     seen = _seen(100.0, 5.5 * per_replica)
-    decision = decide_llm(
-        policy=capped_policy,
-        stable=seen,
-        recent=seen,
-        pools=_pools(2),
-        now=100.0,
-        memory=PolicyMemory(),
-    )
-    assert decision.desired_replicas == 3
-    assert "capped at maxReplicas 3 (needs 6)" in decision.reason
-    assert limited_condition(decision.signals, max_replicas=3)[:2] == ("True", "TooManyReplicas")
-    within = decide_llm(
-        policy=POLICY, stable=seen, recent=seen, pools=_pools(2), now=100.0, memory=PolicyMemory()
-    )
+
+    def at(policy: LLMPolicy) -> Decision:
+        now, pools, m = seen.at, _pools(2), PolicyMemory()
+        return decide_llm(policy=policy, stable=seen, recent=seen, pools=pools, now=now, memory=m)
+
+    capped = at(replace(POLICY, max_replicas=3))
+    assert capped.desired_replicas == 3
+    assert "capped at maxReplicas 3 (needs 6)" in capped.reason
+    assert limited_condition(capped.signals, max_replicas=3)[:2] == ("True", "TooManyReplicas")
+    within = at(POLICY)
     assert "capped" not in within.reason
     assert limited_condition(within.signals, max_replicas=POLICY.max_replicas)[0] == "False"
 
