@@ -41,6 +41,7 @@ def test_a_vllm_series_scraped_under_the_old_and_new_role_counts_once() -> None:
     found = _vllm_samples(
         [series("40", "warm"), series("41", "serving"), series("7", "serving", "b")]
     )
+    assert len(found) == 2  # a's two series are one
     by_pod = {labels["pod"]: value for _, (_, labels, value) in found}
     assert by_pod == {"a": 41.0, "b": 7.0}
     assert all("role" not in labels for _, (_, labels, _) in found)
