@@ -34,17 +34,17 @@ class Reading:
 
 
 BY = "namespace, service"
-# Each Triton's series once. The chart's PodMonitor copies the pod's role onto its scrape
-# target, so a role change (a promotion, rule 9) gives the pod a new target whose series
-# overlap the old target's until those go stale; summed as they are, that pod would count
-# twice. The target's address (instance) stays, so the largest of its series is the one.
-ONCE = f"{BY}, instance, model, version"
+# Not part of a series' identity: the chart's PodMonitor copies the pod's role onto its
+# scrape target, so a role change (a promotion, rule 9) gives the pod a new target whose
+# series overlap the old target's until those go stale; summed as they are, that pod
+# would count twice. Without this label the two are one series, read at its larger value.
+TARGET_ROLE = "role"
 
 
 def _once(expr: str, *extra: str) -> str:
-    """``expr`` summed per service (and ``extra`` labels), each Triton's series once."""
-    by = ", ".join((BY, *extra))
-    return f"sum by ({by}) (max by ({', '.join((ONCE, *extra))}) ({expr}))"
+    """``expr`` summed per service (and ``extra`` labels), each series once whatever role
+    its pod's target carried."""
+    return f"sum by ({', '.join((BY, *extra))}) (max without ({TARGET_ROLE}) ({expr}))"
 
 
 def _queries(sel: str, window: str) -> dict[str, str]:
@@ -216,15 +216,15 @@ def _vllm_samples(
     result: object,
 ) -> list[tuple[ServiceKey, tuple[str, dict[str, str], float]]]:
     """An instant vector of vLLM series as (service, (name, labels, value)); malformed and
-    non-finite entries left out. A series the pod's old and new role both scraped (the
-    chart's PodMonitor copies the role onto the target; see ``ONCE``) is taken once, at
-    the larger value, so a promotion does not double a counter for a scrape."""
+    non-finite entries left out. A series the pod's old and new role both scraped (see
+    ``TARGET_ROLE``) is taken once, at the larger value, so a promotion does not double a
+    counter for a scrape."""
     found: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[ServiceKey, float]] = {}
     if not isinstance(result, list):
         return []
     for entry in result:
         try:
-            labels = {str(k): str(v) for k, v in entry["metric"].items() if k != "role"}
+            labels = {str(k): str(v) for k, v in entry["metric"].items() if k != TARGET_ROLE}
             name = labels.pop("__name__")
             key = (labels["namespace"], labels["service"])
             value = float(entry["value"][1])

@@ -198,12 +198,15 @@ def test_a_pod_scraped_under_its_old_and_new_role_counts_once(triton: TritonServ
                 },
             ]
         )
+        windows = QueryWindows(1.0)
+        # Every target scraped through a whole rate window: rates from a window's first
+        # samples swing by half, and the larger of two such (a-0's) would be read high.
         prometheus.wait_for(
-            "count(rate(nv_inference_request_success[5s]) > 0)",
-            lambda r: bool(r) and float(r[0]["value"][1]) == 3,
-            timeout=30,
+            f'count_over_time(up{{job="triton"}}[{windows.rate_range}])',
+            lambda r: len(r) == 3 and min(float(x["value"][1]) for x in r) >= 14,
+            timeout=45,
         )
-        every = PrometheusSource(prometheus.url, windows=QueryWindows(1.0)).read_all()
+        every = PrometheusSource(prometheus.url, windows=windows).read_all()
         assert every.error is None
         twice, once = every.of("team-a", "a"), every.of("team-b", "b")
         assert twice.pod_queues == {"a-0": 0.0}
