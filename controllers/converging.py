@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from controllers import kube, routing
 from controllers.state import OperatorState, uid_of
-from gpuserve.api.conditions import ConditionWriter
+from gpuserve.api.conditions import AUTOSCALER_CONDITIONS, ConditionWriter, without
 from gpuserve.api.models import (
     API_VERSION,
     AcceleratorClassSpec,
@@ -174,6 +174,8 @@ def _converge(body: Obj, view: ClusterView, state: OperatorState, events: list[E
     around = _routing_around(svc, status)
     if status.routed_around and not around:
         status.routed_around = []  # KEDA or advice: the autoscaler names none any more
+    if svc.spec.scaling.engine != "builtin":
+        status.conditions = without(status.conditions, AUTOSCALER_CONDITIONS)
     plan = plan_service(
         svc.spec,
         owner=f"{meta.get('namespace', '')}/{meta['name']}",

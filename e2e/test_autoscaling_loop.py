@@ -6,6 +6,7 @@ scraping it, the operator's autoscaler reading Prometheus and scaling the pools.
   minReplicas after the scale-down stabilisation window. Decisions and their reasons are
   in status and in events; BurstsCovered says no burst outran the ready pods.
 - A load past maxReplicas shows ScalingLimited=True until the load is gone.
+- A switch to KEDA removes the autoscaler's conditions; a switch back restores them.
 - A Prometheus outage holds the replica count (no scale-down on missing data), shows
   MetricsAvailable=False, and scaling resumes once Prometheus is back on the same port.
 """
@@ -186,6 +187,38 @@ def test_max_replicas_holding_a_decision_back_is_a_condition(stack: Stack, names
     load.join(timeout=120)  # one replica queues what it cannot serve: failures are not judged
     cond = wait_for(lambda: limited("False"), 60, "ScalingLimited=False after the load")
     assert cond["reason"] == "DesiredWithinRange", cond
+
+
+def test_a_switch_to_keda_drops_the_autoscalers_conditions(stack: Stack, namespace: str) -> None:
+    """Under KEDA the builtin autoscaler evaluates nothing, so its conditions would go on
+    saying what its last evaluation found: the reconcile removes them, and they come back
+    with the first evaluation after a switch back. (This cluster serves no ScaledObject,
+    so the KEDA service is Stalled, which its status says.)"""
+    name = "switched"
+    apply(stack.cluster, namespace, loop_service(name))
+    wait_ready(stack, namespace, name)
+    ours = ("MetricsAvailable", "ScalingLimited", "BurstsCovered")
+    before = service_status(stack.cluster, namespace, name)
+    assert condition(before, "ScalingLimited") is not None, before.get("conditions")
+
+    apply(stack.cluster, namespace, loop_service(name, engine="keda"))
+
+    def dropped() -> dict[str, Any] | None:
+        status = service_status(stack.cluster, namespace, name)
+        stalled = condition(status, "Stalled")
+        gone = all(condition(status, t) is None for t in ours)
+        return status if gone and stalled and stalled["status"] == "True" else None
+
+    status = wait_for(dropped, 30, f"{name}: the autoscaler's conditions gone under KEDA")
+    stalled = condition(status, "Stalled")
+    assert stalled and stalled["reason"] == "EngineUnavailable", stalled
+    assert "ScaledObject" in stalled["message"], stalled
+
+    apply(stack.cluster, namespace, loop_service(name))
+    back = wait_ready(stack, namespace, name)
+    assert condition(back, "ScalingLimited") is not None, back.get("conditions")
+    stalled = condition(back, "Stalled")
+    assert stalled and stalled["status"] == "False", stalled
 
 
 def test_prometheus_outage_holds_replicas_and_scaling_resumes(stack: Stack, namespace: str) -> None:

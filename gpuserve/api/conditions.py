@@ -19,6 +19,10 @@ ORDER = (
     "InferencePoolApplied",
 )
 
+# Written by the builtin autoscaler's evaluations only. Under another engine none runs,
+# so they would go on saying what the last one found.
+AUTOSCALER_CONDITIONS = ("MetricsAvailable", "BurstsCovered", "ScalingLimited")
+
 
 def set_condition(
     conditions: list[Condition],
@@ -40,6 +44,12 @@ def set_condition(
     )
     rest = [c for c in conditions if c.type != type_]
     return sorted([*rest, updated], key=_rank)
+
+
+def without(conditions: list[Condition], types: tuple[str, ...]) -> list[Condition]:
+    """The conditions but those of ``types`` (a condition that no longer applies is
+    removed, not left to say what it said last)."""
+    return [c for c in conditions if c.type not in types]
 
 
 def _rank(c: Condition) -> tuple[int, str]:
