@@ -105,6 +105,14 @@ def render_service(
         capacity=room,
     )
     pools = pool_plans(plan, order)
+    for issue in issues:
+        # The operator renders the rest too, and says so in Schedulable; a typo'd class
+        # name must not vanish from a render without a word.
+        print(
+            f"gpuserve render: note: InferenceService {svc.metadata.name}: {issue.message}: "
+            "no pool rendered for it",
+            file=sys.stderr,
+        )
     # As the operator does: pools only for the classes that can run this spec.
     usable = {c: classes[c] for c in order}
     return render_children(RenderInput(service=svc, classes=usable, pools=pools))
@@ -120,8 +128,21 @@ def run(args: argparse.Namespace) -> int:
     out: list[dict[str, Any]] = []
     for svc in services:
         out.extend(render_service(svc, classes))
-    sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False, width=100))
+    sys.stdout.write(yaml.dump_all(out, Dumper=_BlockDumper, sort_keys=False, width=100))
     return 0
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Safe YAML with multi-line strings (config.pbtxt) as literal blocks, to read as
+    the files they are rather than one escaped line."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _str)
 
 
 def register(sub: Any) -> None:
@@ -139,8 +160,10 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--classes",
-        action="append",
+        action="extend",
+        nargs="+",
         default=[],
-        help="file(s) with the AcceleratorClasses the services refer to",
+        metavar="FILE",
+        help="file(s) with the AcceleratorClasses the services refer to (repeatable)",
     )
     p.set_defaults(func=run)

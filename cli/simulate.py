@@ -23,7 +23,7 @@ import math
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cli.errors import SimulateError
 from cli.plot_paths import plot_target
@@ -47,6 +47,7 @@ from gpuserve.sim.from_spec import (
     parse_service_time_model,
     placement_order,
     profile_from_spec,
+    require_classes,
     sim_config_from_spec,
 )
 from gpuserve.sim.lineup import POLICIES, PolicyName, calibrate, make_scaler, sim_config_for
@@ -56,6 +57,9 @@ from gpuserve.sim.results import SimResult
 from gpuserve.sim.scalers import GpuserveScaler, Scaler
 from gpuserve.sim.simulating import simulate
 from gpuserve.sim.workload import Workload, parse_trace, workload_from_trace
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -75,9 +79,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "--classes",
         type=Path,
-        nargs="*",
+        action="extend",
+        nargs="+",
         default=[],
-        help="extra files with AcceleratorClass documents",
+        metavar="FILE",
+        help="file(s) with the AcceleratorClass documents the service names (repeatable; "
+        "the examples' are in examples/accelerator-classes.yaml)",
     )
     p.add_argument("--times", type=Path, help="a file with a `kind: ServiceTimes` document")
     p.add_argument(
@@ -88,7 +95,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "GeneratedTokens, in any order) or Mooncake JSON lines, told apart by the first line",
     )
     add_replay_arguments(p, compress=1.0)
-    p.add_argument("--policy", choices=(*POLICIES, *LLM_ONLY), default="gpuserve")
+    p.add_argument(
+        "--policy",
+        choices=(*POLICIES, *LLM_ONLY),
+        default="gpuserve",
+        help="the scaling policy replayed: the operator's own (default), a peer's model, "
+        "static at the trace's peak, or the oracle",
+    )
     p.add_argument(
         "--routing",
         choices=("random", "prefix", "least_loaded"),
@@ -111,7 +124,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     # Unset unless given, so that the LLM path, which has no use for them, can refuse them.
     p.set_defaults(warmup=None, tokens_per_item=None)
     p.add_argument("--name", help="which InferenceService, if the file holds several")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--seed", type=int, default=1, help="seed of the simulated service times and routing"
+    )
     p.set_defaults(func=run)
 
 
@@ -120,7 +135,16 @@ def run(args: argparse.Namespace) -> int:
     if args.times:
         docs += load_documents([args.times])
     services, classes = split_manifests(docs)
-    service = _chosen(services, args.name, args.filename)
+    service = _chosen(services, args.name, args.filename, docs)
+    try:
+        require_classes(service.spec, classes)
+    except ValueError as exc:
+        raise SimulateError(
+            f"InferenceService {service.metadata.name}: {exc}: put them in the -f file, or "
+            "pass the file that holds them with --classes FILE"
+        ) from exc
+    for line in _engine_note(service, args.policy):
+        print(line)
     if args.plot:
         args.plot = plot_target(args.plot)
     if is_llm(service.spec):
@@ -147,6 +171,12 @@ def run(args: argparse.Namespace) -> int:
     times = _times(docs)
     spec = service.spec
     stated = _stated_times(service) if times is None else []
+    for name in sorted(set(times.classes if times else {}) - set(spec.accelerators.classes)):
+        # One times file may serve several services; a name none of them uses is a typo.
+        print(
+            f"note: ServiceTimes classes.{name}: {service.metadata.name} names no such "
+            "class; its times are not used"
+        )
     try:
         config = sim_config_from_spec(spec=spec, classes=classes, times=times, seed=args.seed)
     except ValueError as exc:
@@ -207,18 +237,42 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _chosen(services: list[InferenceService], name: str | None, where: Path) -> InferenceService:
+def _chosen(
+    services: list[InferenceService],
+    name: str | None,
+    where: Path,
+    docs: list[tuple[str, dict[str, Any]]],
+) -> InferenceService:
     """The service to simulate: the one named, or the only one given."""
     if name:
         services = [s for s in services if s.metadata.name == name]
     if not services:
-        raise SimulateError(f"{where}: no InferenceService{' ' + name if name else ''} found")
+        # A misspelt kind is the likeliest cause: say which kinds were read.
+        kinds = sorted({str(doc.get("kind")) for _, doc in docs})
+        found = f" (kinds read: {', '.join(kinds)})" if kinds else " (no YAML documents)"
+        raise SimulateError(
+            f"{where}: no InferenceService{' ' + name if name else ''} found{found}"
+        )
     if len(services) > 1:
         names = ", ".join(s.metadata.name for s in services)
         raise SimulateError(
             f"{where}: {len(services)} InferenceServices ({names}): choose one with --name"
         )
     return services[0]
+
+
+def _engine_note(service: InferenceService, policy: str) -> list[str]:
+    """Under scaling.engine keda the operator leaves the replica count to KEDA and writes
+    none of its autoscaler's conditions: a replay of its own policy is what the builtin
+    engine would do, and must say so."""
+    if service.spec.scaling.engine != "keda" or policy != "gpuserve":
+        return []
+    peer = "keda-waiting" if is_llm(service.spec) else "keda"
+    return [
+        f"note: {service.metadata.name} sets scaling.engine keda: this replays the builtin "
+        "engine's policy (what it would do if switched back), and the operator writes none "
+        f"of its conditions under KEDA; --policy {peer} replays a stock KEDA trigger"
+    ]
 
 
 def _stated_times(service: InferenceService) -> list[str]:
@@ -363,15 +417,31 @@ def _plot(r: SimResult, out: Path, *, title: str) -> None:
     fig, (load, pods, lat) = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
     load.plot(times, [p.demand for p in r.timeline], color="tab:blue", lw=1)
     load.set_ylabel("arrivals (req/s)")
-    pods.step(times, [p.serving_ready for p in r.timeline], where="post", label="serving")
+    # The wide pale line under the thin one: where no pod starts or drains they coincide,
+    # and both must still show.
     pods.step(
         times,
         [p.pods - p.warm for p in r.timeline],
         where="post",
+        lw=4,
+        alpha=0.4,
+        color="tab:orange",
         label="serving + starting + draining",
     )
-    pods.step(times, [p.warm for p in r.timeline], where="post", label="warm pool")
+    pods.step(
+        times,
+        [p.serving_ready for p in r.timeline],
+        where="post",
+        color="tab:blue",
+        label="serving",
+    )
+    pods.step(
+        times, [p.warm for p in r.timeline], where="post", color="tab:green", label="warm pool"
+    )
     pods.set_ylabel("pods (GPUs)")
+    # From zero to a pod above the most: a constant count otherwise gets an axis a tenth
+    # of a pod high, which the integer locator can only tick in fractions.
+    pods.set_ylim(0, max((p.pods for p in r.timeline), default=0) + 1)
     pods.yaxis.set_major_locator(MaxNLocator(integer=True))
     pods.legend(loc="upper left")
     window = max(10.0, r.duration / 60)
@@ -403,5 +473,11 @@ def _plot(r: SimResult, out: Path, *, title: str) -> None:
     lat.legend(loc="upper left")
     fig.suptitle(title)
     fig.tight_layout()
+    _save(fig, out)
+
+
+def _save(fig: Figure, out: Path) -> None:
+    import matplotlib.pyplot as plt
+
     fig.savefig(out, dpi=100)
     plt.close(fig)

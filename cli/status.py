@@ -16,6 +16,7 @@ from gpuserve.resources.naming import SERVICES_PLURAL
 def _fetch(namespace: str | None) -> list[dict[str, Any]]:
     from kubernetes import client, config
     from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
 
     try:
         config.load_kube_config()
@@ -28,9 +29,17 @@ def _fetch(namespace: str | None) -> list[dict[str, Any]]:
         else:
             out = api.list_cluster_custom_object(GROUP, VERSION, SERVICES_PLURAL)
     except ApiException as exc:
-        raise CLIError(f"listing InferenceServices failed: {exc.status} {exc.reason}") from exc
-    except OSError as exc:
-        raise CLIError(f"cannot reach the API server: {exc}") from exc
+        hint = ""
+        if exc.status == 404:
+            hint = " (is gpuserve installed? its CRDs are in crds/ and in the Helm chart)"
+        raise CLIError(
+            f"listing InferenceServices failed: {exc.status} {exc.reason}{hint}"
+        ) from exc
+    except (OSError, HTTPError) as exc:
+        # urllib3 gives up on a refused connection with MaxRetryError, not an OSError.
+        host = client.Configuration.get_default_copy().host
+        reason = getattr(exc, "reason", None) or exc
+        raise CLIError(f"cannot reach the API server at {host}: {reason}") from exc
     items: list[dict[str, Any]] = cast(dict[str, Any], out).get("items", [])
     return items
 

@@ -11,6 +11,9 @@ from pathlib import Path
 # A quiet spell longer than this share of the trace's span is worth a word: one mistyped
 # date makes a trace of minutes last a day (and its simulation take that long).
 QUIET_SHARE = 0.5
+# A spell under a minute slows no simulation, and between two arrivals any spell is all of
+# the span: neither is worth a word.
+MIN_QUIET_S = 60.0
 
 
 def trace_lines(path: Path) -> list[str]:
@@ -44,11 +47,11 @@ def quiet_note(times: Sequence[float]) -> str | None:
     times in the trace's own seconds, before any compression), saying where; None
     otherwise."""
     arrivals = sorted(times)
-    if len(arrivals) < 2 or arrivals[-1] <= arrivals[0]:
+    if len(arrivals) < 3 or arrivals[-1] <= arrivals[0]:
         return None
     span = arrivals[-1] - arrivals[0]
     gap, start = max((b - a, a) for a, b in pairwise(arrivals))
-    if gap <= QUIET_SHARE * span:
+    if gap <= QUIET_SHARE * span or gap < MIN_QUIET_S:
         return None
     return (
         f"note: no request arrives for {gap:.0f}s, from {start - arrivals[0]:.0f}s into the "

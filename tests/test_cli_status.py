@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from cli.status import render
 from e2e.invalid_cases import valid_service
@@ -78,3 +84,37 @@ def test_a_routed_around_pod_is_listed_with_its_queue() -> None:
     assert "routed around: pod chat-h100-abc until it clears its queue" in text
     assert "(412 waiting, 7.9 clear within the queue budget)" in text
     assert "routed around" not in render([_service()], 100)
+
+
+def test_an_api_server_out_of_reach_is_one_line_naming_it(tmp_path: Path) -> None:
+    """A refused connection reaches the client as urllib3's MaxRetryError, which is no
+    OSError: it printed a traceback."""
+    with socket.socket() as s:  # a loopback port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = f"https://127.0.0.1:{port}"
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": server}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "cli.main", "status"],
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 1, run.stderr
+    assert "Traceback" not in run.stderr, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"cannot reach the API server at {server}" in lines[0], lines

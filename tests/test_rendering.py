@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from cli.main import main
 from cli.rendering import RenderError, load_documents, render_service, split_manifests
 from e2e.invalid_cases import valid_service
 from gpuserve.api.models import AcceleratorClassSpec, parse_inference_service
@@ -226,6 +228,35 @@ def test_render_names_a_missing_class() -> None:
     svc = parse_inference_service(valid_service("chat"))
     with pytest.raises(RenderError, match="'h100' not found"):
         render_service(svc, {})
+
+
+def test_render_notes_a_class_it_leaves_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One of three classes mistyped: the rest render, as the operator's would, and the
+    left-out class is named rather than dropped without a word."""
+    body = yaml.safe_load((REPO / "examples" / "sleeper-interactive.yaml").read_text())
+    body["spec"]["accelerators"]["classes"] = ["h100", "L4"]
+    manifest = tmp_path / "svc.yaml"
+    manifest.write_text(yaml.safe_dump(body))
+    # Two class files after one --classes, and the flag repeated: every file is read.
+    h100, rest = tmp_path / "h100.yaml", tmp_path / "rest.yaml"
+    docs = list(yaml.safe_load_all((REPO / "examples" / "accelerator-classes.yaml").read_text()))
+    h100.write_text(yaml.safe_dump_all([d for d in docs if d["metadata"]["name"] == "h100"]))
+    rest.write_text(yaml.safe_dump_all([d for d in docs if d["metadata"]["name"] != "h100"]))
+    empty = tmp_path / "none.yaml"
+    empty.write_text("")
+    argv = ["render", "-f", str(manifest), "--classes", str(rest), str(empty)]
+    assert main([*argv, "--classes", str(h100)]) == 0
+    out = capsys.readouterr()
+    assert "AcceleratorClass 'L4' not found: no pool rendered for it" in out.err, out.err
+    children = list(yaml.safe_load_all(out.out))
+    deployments = [o["metadata"]["name"] for o in children if o["kind"] == "Deployment"]
+    assert deployments and all("h100" in d for d in deployments), deployments
+    # config.pbtxt reads as the file it is, and round-trips.
+    assert "config.pbtxt: |\n" in out.out
+    config = next(o for o in children if o["kind"] == "ConfigMap")["data"]["config.pbtxt"]
+    assert config.count("\n") > 5 and 'name: "sleeper"' in config
 
 
 def test_keda_engine_renders_a_scaled_object_and_leaves_replicas_to_it() -> None:

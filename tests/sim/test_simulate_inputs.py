@@ -293,3 +293,5 @@ def test_a_quiet_spell_is_found_in_arrivals_in_any_order() -> None:
     assert quiet_note([100.0, 0.0, 2.0, 1.0]) == quiet_note([0.0, 1.0, 2.0, 100.0])
     assert quiet_note([0.0, 40.0, 60.0, 100.0]) is None  # 40 % of the span: no note
     assert quiet_note([5.0]) is None and quiet_note([3.0, 3.0]) is None
+    # Under a minute, or between two arrivals only: nothing to say.
+    assert quiet_note([0.0, 0.1, 0.2, 0.9]) is None and quiet_note([0.0, 500.0]) is None
