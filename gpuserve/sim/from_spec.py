@@ -12,7 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from gpuserve.api.durations import parse_duration
 from gpuserve.api.models import AcceleratorClassSpec, InferenceServiceSpec
@@ -61,8 +70,110 @@ class ServiceTimeModel:
         return PRECISION_SPEEDUP.get(self.precision, 1.0) / PRECISION_SPEEDUP.get(precision, 1.0)
 
 
+def _seconds(value: object) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        return parse_duration(value)
+    raise ValueError(f"expected a duration such as 5ms, got {value!r}")
+
+
+def _optional_seconds(value: object) -> float | None:
+    return None if value is None else _seconds(value)
+
+
+def _fraction(value: object) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    raise ValueError(f"expected a number >= 0, got {value!r}")
+
+
+def _optional_fraction(value: object) -> float | None:
+    return None if value is None else _fraction(value)
+
+
+def _precision(value: object) -> str:
+    precision = str(value)
+    if precision not in PRECISION_SPEEDUP:
+        raise ValueError(f"one of {', '.join(PRECISION_SPEEDUP)}, got {precision!r}")
+    return precision
+
+
+def _class_entries(value: object) -> object:
+    """``classes:`` left empty or null means none; class names are read as text."""
+    if not value:
+        return {}
+    if isinstance(value, Mapping):
+        return {str(name): times for name, times in value.items()}
+    return value
+
+
+Seconds = Annotated[float, BeforeValidator(_seconds)]
+OptionalSeconds = Annotated[float | None, BeforeValidator(_optional_seconds)]
+
+
+class _ClassTimesDocument(BaseModel):
+    """One entry of ``classes:``: times measured on that class."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    per_batch: OptionalSeconds = Field(None, alias="timePerBatch")
+    per_item: OptionalSeconds = Field(None, alias="timePerItem")
+    per_request: OptionalSeconds = Field(None, alias="timePerRequest")
+    jitter_cv: Annotated[float | None, BeforeValidator(_optional_fraction)] = Field(
+        None, alias="jitter"
+    )
+
+    @model_validator(mode="after")
+    def _batch_and_item_together(self) -> _ClassTimesDocument:
+        if (self.per_batch is None) != (self.per_item is None):
+            raise ValueError("give timePerBatch and timePerItem together")
+        return self
+
+
+class _ServiceTimesDocument(BaseModel):
+    """The ``kind: ServiceTimes`` document; see :func:`parse_service_time_model`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["ServiceTimes"] = "ServiceTimes"
+    per_batch: Seconds = Field(alias="timePerBatch")
+    per_item: Seconds = Field(alias="timePerItem")
+    per_request: Seconds = Field(0.0, alias="timePerRequest")
+    jitter_cv: Annotated[float, BeforeValidator(_fraction)] = Field(0.0, alias="jitter")
+    precision: Annotated[str, BeforeValidator(_precision)] = "fp32"
+    cold_start: Seconds = Field(60.0, alias="coldStart")
+    warm_start: Seconds = Field(2.0, alias="warmStart")
+    classes: Annotated[dict[str, _ClassTimesDocument], BeforeValidator(_class_entries)] = {}
+
+
+def _field_names(model: type[BaseModel]) -> str:
+    return ", ".join(info.alias or name for name, info in model.model_fields.items())
+
+
+def _describe(exc: ValidationError) -> str:
+    """Each error as ``path: problem``, the path spelled as in the document."""
+    problems = []
+    for err in exc.errors():
+        loc = err["loc"]
+        where = ".".join(str(part) for part in loc) or "ServiceTimes"
+        if err["type"] == "extra_forbidden":
+            model = _ServiceTimesDocument if len(loc) == 1 else _ClassTimesDocument
+            problem = f"unknown field (expected one of: {_field_names(model)})"
+        elif err["type"] == "missing":
+            problem = "missing"
+        elif err["type"] == "value_error":
+            problem = str(err["ctx"]["error"])
+        elif err["type"] in ("model_type", "dict_type"):
+            problem = f"expected a mapping, got {err['input']!r}"
+        else:
+            problem = err["msg"]
+        problems.append(f"{where}: {problem}")
+    return "; ".join(problems)
+
+
 def parse_service_time_model(body: Mapping[str, Any]) -> ServiceTimeModel:
-    """From YAML such as::
+    """From YAML such as (examples/service-times.yaml is a complete one)::
 
     kind: ServiceTimes
     timePerBatch: 5ms
@@ -74,52 +185,32 @@ def parse_service_time_model(body: Mapping[str, Any]) -> ServiceTimeModel:
     warmStart: 2s
     classes:
       l4: {timePerBatch: 9ms, timePerItem: 0.5ms, jitter: 0.1}
+
+    Durations are strings such as ``5ms`` or numbers of seconds. Only ``timePerBatch`` and
+    ``timePerItem`` are required; an unknown key, at the top or in a class's entry, is an
+    error (ValueError) naming its path and the keys allowed there.
     """
-
-    def seconds(value: object, name: str) -> float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return parse_duration(value)
-            except ValueError as exc:
-                raise ValueError(f"{name}: {exc}") from exc
-        raise ValueError(f"{name}: expected a duration such as 5ms, got {value!r}")
-
-    def optional(value: object, name: str) -> float | None:
-        return None if value is None else seconds(value, name)
-
-    def fraction(value: object, name: str) -> float:
-        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-            return float(value)
-        raise ValueError(f"{name}: expected a number >= 0, got {value!r}")
-
-    classes: dict[str, ClassTimes] = {}
-    for name, times in (body.get("classes") or {}).items():
-        where = f"classes.{name}"
-        batch = optional(times.get("timePerBatch"), f"{where}.timePerBatch")
-        item = optional(times.get("timePerItem"), f"{where}.timePerItem")
-        if (batch is None) != (item is None):
-            raise ValueError(f"{where}: give timePerBatch and timePerItem together")
-        jitter = times.get("jitter")
-        classes[str(name)] = ClassTimes(
-            per_batch=batch,
-            per_item=item,
-            per_request=optional(times.get("timePerRequest"), f"{where}.timePerRequest"),
-            jitter_cv=None if jitter is None else fraction(jitter, f"{where}.jitter"),
-        )
-    precision = str(body.get("precision", "fp32"))
-    if precision not in PRECISION_SPEEDUP:
-        raise ValueError(f"precision: one of {', '.join(PRECISION_SPEEDUP)}, got {precision!r}")
+    try:
+        doc = _ServiceTimesDocument.model_validate(dict(body))
+    except ValidationError as exc:
+        raise ValueError(_describe(exc)) from None
     return ServiceTimeModel(
-        per_batch=seconds(body.get("timePerBatch"), "timePerBatch"),
-        per_item=seconds(body.get("timePerItem"), "timePerItem"),
-        precision=precision,
-        classes=classes,
-        cold_start=seconds(body.get("coldStart", 60.0), "coldStart"),
-        warm_start=seconds(body.get("warmStart", 2.0), "warmStart"),
-        jitter_cv=fraction(body.get("jitter", 0.0), "jitter"),
-        per_request=seconds(body.get("timePerRequest", 0.0), "timePerRequest"),
+        per_batch=doc.per_batch,
+        per_item=doc.per_item,
+        precision=doc.precision,
+        classes={
+            name: ClassTimes(
+                per_batch=times.per_batch,
+                per_item=times.per_item,
+                per_request=times.per_request,
+                jitter_cv=times.jitter_cv,
+            )
+            for name, times in doc.classes.items()
+        },
+        cold_start=doc.cold_start,
+        warm_start=doc.warm_start,
+        jitter_cv=doc.jitter_cv,
+        per_request=doc.per_request,
     )
 
 
@@ -182,7 +273,7 @@ def require_classes(
     if missing:
         raise ValueError(
             f"accelerators.classes: AcceleratorClass {', '.join(map(repr, missing))} not given "
-            "(pass the AcceleratorClass documents the service names)"
+            "(a prediction needs the document of each class the service names)"
         )
 
 
