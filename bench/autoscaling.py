@@ -18,13 +18,19 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import NoReturn
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from cli.trace_files import quiet_note, trace_lines  # noqa: E402
 from gpuserve.autoscaling.config import ServiceProfile  # noqa: E402
-from gpuserve.sim.argtypes import positive_int  # noqa: E402
+from gpuserve.sim.argtypes import (  # noqa: E402
+    non_negative_int,
+    non_negative_number,
+    positive_int,
+    positive_number,
+)
 from gpuserve.sim.comparing import (  # noqa: E402
     BENCH_GPU,
     COMPLIANCE_WINDOW,
@@ -43,61 +49,194 @@ from gpuserve.sim.workload import TraceRequest, parse_trace, workload_from_trace
 DEFAULT_TRACE = REPO / "traces" / "azure-llm-conv-2023.csv"
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
+# Bounds of the setup objects the flags build, checked where the flag is read (a bad value
+# is refused naming the flag, instead of a traceback from deep in a run): the SLO's and
+# the planning percentile are PolicyConfig's slo_quantile / planning_quantile in [0.5, 1)
+# as percentiles; ServiceProfile's times and delay are >= 0 and an execution takes some
+# time; PolicyConfig needs max_replicas >= its min_replicas of 1.
+PERCENTILE_LOW, PERCENTILE_HIGH = 50.0, 100.0
+
+
+def percentile(text: str) -> float:
+    """The SLO's percentile: 95 for p95 (not the quantile 0.95)."""
+    value = _number(text)
+    if not PERCENTILE_LOW <= value < PERCENTILE_HIGH:
+        raise argparse.ArgumentTypeError(
+            f"a percentile in [{PERCENTILE_LOW:g}, {PERCENTILE_HIGH:g}), such as 95 or 99, "
+            f"not {text}"
+        )
+    return value
+
+
+def planning_percentile(text: str) -> float:
+    """0 (the default derived from the SLO) or a percentile as --percentile takes."""
+    value = _number(text)
+    if value != 0 and not PERCENTILE_LOW <= value < PERCENTILE_HIGH:
+        raise argparse.ArgumentTypeError(
+            f"0 (the default) or a percentile in [{PERCENTILE_LOW:g}, {PERCENTILE_HIGH:g}), "
+            f"such as 99, not {text}"
+        )
+    return value
+
+
+def attainment(text: str) -> float:
+    """A share of requests within the SLO, in (0, 1]: 0.99, not 99."""
+    value = _number(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"a share in (0, 1], such as 0.99, not {text}")
+    return value
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Every option's default (unless its help states it already, as the replay flags'
+    do), and the module docstring as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        stated = isinstance(action.default, float) and f"default {action.default:g}"
+        if stated and stated in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=_HelpFormatter)
+    p.add_argument(
+        "--trace",
+        type=Path,
+        default=DEFAULT_TRACE,
+        help="the trace to replay: any trace in the Azure CSV format (a header naming "
+        "TIMESTAMP, ContextTokens and GeneratedTokens, in any order; TIMESTAMP a date-time "
+        "or seconds) or a Mooncake JSON-lines trace",
+    )
     # Every default is the one Setup's (bench/suite.py runs Setup() as it is).
     setup = Setup()
     model, gpu = setup.profile, setup.gpu
     add_replay_arguments(p, compress=5.0)
-    p.add_argument("--per-batch", type=float, default=model.time_per_batch, help="s per execution")
-    p.add_argument("--per-item", type=float, default=model.time_per_item, help="s per item")
-    p.add_argument("--max-batch", type=int, default=model.max_batch_size)
-    p.add_argument("--delay", type=float, default=model.max_queue_delay, help="max_queue_delay, s")
-    p.add_argument("--slo", type=float, default=setup.slo, help="SLO latency, s")
-    p.add_argument("--percentile", type=float, default=setup.percentile)
     p.add_argument(
-        "--cold-start", type=float, default=gpu.cold_start, help="pod creation -> ready, s"
+        "--per-batch",
+        type=non_negative_number,
+        default=model.time_per_batch,
+        help="s per execution",
     )
     p.add_argument(
-        "--warm-start", type=float, default=gpu.warm_start, help="warm promotion -> serving, s"
+        "--per-item", type=non_negative_number, default=model.time_per_item, help="s per item"
+    )
+    # At least 1: it also caps the items of a request with --tokens-per-item.
+    p.add_argument(
+        "--max-batch",
+        type=positive_int,
+        default=model.max_batch_size,
+        help="most items in one execution (1: no batching)",
+    )
+    p.add_argument(
+        "--delay",
+        type=non_negative_number,
+        default=model.max_queue_delay,
+        help="max_queue_delay, s",
+    )
+    p.add_argument("--slo", type=positive_number, default=setup.slo, help="SLO latency, s")
+    p.add_argument(
+        "--percentile",
+        type=percentile,
+        default=setup.percentile,
+        help="the SLO's latency percentile, in [50, 100): 95 for p95",
+    )
+    p.add_argument(
+        "--cold-start",
+        type=non_negative_number,
+        default=gpu.cold_start,
+        help="pod creation -> ready, s",
+    )
+    p.add_argument(
+        "--warm-start",
+        type=non_negative_number,
+        default=gpu.warm_start,
+        help="warm promotion -> serving, s",
     )
     p.add_argument(
         "--warm-pool",
-        type=int,
+        type=non_negative_int,
         nargs="+",
         default=[0, 1],
         help="gpuserve rows to run, one per warm-pool size",
     )
     p.add_argument(
         "--planning-percentile",
-        type=float,
+        type=planning_percentile,
         nargs="+",
         default=[0.0],
         help="gpuserve rows per backlog percentile its capacity is planned for "
         "(spec.scaling.planningPercentile); 0: the default derived from the SLO",
     )
-    p.add_argument("--max-replicas", type=int, default=setup.max_replicas)
-    p.add_argument("--cost-per-hour", type=float, default=gpu.cost_per_hour)
-    p.add_argument("--oracle-window", type=float, default=setup.oracle.window)
     p.add_argument(
-        "--target", type=float, default=setup.oracle.target, help="attainment the oracle must meet"
+        "--max-replicas",
+        type=positive_int,
+        default=setup.max_replicas,
+        help="most replicas a policy may run (the oracle's too)",
     )
     p.add_argument(
-        "--balancing", choices=["random", "round_robin", "least_loaded"], default=setup.balancing
+        "--cost-per-hour",
+        type=non_negative_number,
+        default=gpu.cost_per_hour,
+        help="one GPU's cost",
     )
     p.add_argument(
-        "--scrape", type=float, default=setup.scrape, help="Prometheus scrape interval, s"
+        "--oracle-window",
+        type=positive_number,
+        default=setup.oracle.window,
+        help="s per window the oracle sizes on its own",
     )
-    p.add_argument("--policies", nargs="+", default=list(POLICIES), choices=list(POLICIES))
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--target",
+        type=attainment,
+        default=setup.oracle.target,
+        help="attainment the oracle must meet, a share in (0, 1]",
+    )
+    p.add_argument(
+        "--balancing",
+        choices=["random", "round_robin", "least_loaded"],
+        default=setup.balancing,
+        help="how the Service spreads requests over ready pods",
+    )
+    p.add_argument(
+        "--scrape", type=positive_number, default=setup.scrape, help="Prometheus scrape interval, s"
+    )
+    p.add_argument(
+        "--policies",
+        nargs="+",
+        default=list(POLICIES),
+        choices=list(POLICIES),
+        help="the policies to run, one row each (gpuserve: one per --warm-pool and "
+        "--planning-percentile)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=1, help="seed of the warm-up arrivals and load-balancer draws"
+    )
     p.add_argument(
         "--seeds",
         type=positive_int,
         default=1,
         help="N > 1: run seeds seed..seed+N-1 and print one table of totals and means",
     )
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.per_batch + args.per_item <= 0:
+        parser.error(
+            "argument --per-batch/--per-item: an execution must take some time: "
+            "give one of them above 0"
+        )
+    return args
 
 
 def setup_of(args: argparse.Namespace) -> Setup:
@@ -128,12 +267,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         rows = parse_trace(trace_lines(args.trace))
-    except (OSError, ValueError) as exc:
-        print(f"{args.trace}: {exc}", file=sys.stderr)
-        return 1
+    except OSError as exc:
+        _trace_error(f"{args.trace}: {exc.strerror or exc}")
+    except ValueError as exc:
+        _trace_error(f"{args.trace}: {exc}")
     if not rows:
-        print(f"{args.trace}: no requests", file=sys.stderr)
-        return 1
+        _trace_error(f"{args.trace}: no requests")
     if note := quiet_note([r.at for r in rows]):
         print(note)
     if args.seeds <= 1:
@@ -149,6 +288,11 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(seeds_table(per_seed, seeds, args.slo))
     return 0
+
+
+def _trace_error(message: str) -> NoReturn:
+    """A trace that cannot be read, or holds no request, refused as a bad --trace."""
+    build_parser().error(f"argument --trace: {message}")
 
 
 def _oracle(runs: list[Run]) -> SimResult | None:
