@@ -26,6 +26,7 @@ sys.path.insert(0, str(REPO))
 from cli.trace_files import quiet_note, trace_lines  # noqa: E402
 from gpuserve.autoscaling.config import ServiceProfile  # noqa: E402
 from gpuserve.sim.argtypes import (  # noqa: E402
+    finite_number,
     non_negative_int,
     non_negative_number,
     positive_int,
@@ -59,7 +60,7 @@ PERCENTILE_LOW, PERCENTILE_HIGH = 50.0, 100.0
 
 def percentile(text: str) -> float:
     """The SLO's percentile: 95 for p95 (not the quantile 0.95)."""
-    value = _number(text)
+    value = finite_number(text)
     if not PERCENTILE_LOW <= value < PERCENTILE_HIGH:
         raise argparse.ArgumentTypeError(
             f"a percentile in [{PERCENTILE_LOW:g}, {PERCENTILE_HIGH:g}), such as 95 or 99, "
@@ -70,7 +71,7 @@ def percentile(text: str) -> float:
 
 def planning_percentile(text: str) -> float:
     """0 (the default derived from the SLO) or a percentile as --percentile takes."""
-    value = _number(text)
+    value = finite_number(text)
     if value != 0 and not PERCENTILE_LOW <= value < PERCENTILE_HIGH:
         raise argparse.ArgumentTypeError(
             f"0 (the default) or a percentile in [{PERCENTILE_LOW:g}, {PERCENTILE_HIGH:g}), "
@@ -81,17 +82,10 @@ def planning_percentile(text: str) -> float:
 
 def attainment(text: str) -> float:
     """A share of requests within the SLO, in (0, 1]: 0.99, not 99."""
-    value = _number(text)
+    value = finite_number(text)
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"a share in (0, 1], such as 0.99, not {text}")
     return value
-
-
-def _number(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):

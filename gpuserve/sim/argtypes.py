@@ -11,6 +11,11 @@ from typing import TypeVar
 T = TypeVar("T", int, float)
 
 
+def finite_number(text: str) -> float:
+    """Any finite number (a bound of its own is checked by the caller)."""
+    return _finite(text)
+
+
 def positive_number(text: str) -> float:
     """A finite number above zero (a time compression)."""
     return _checked(_finite(text), text, 0, inclusive=False)

@@ -23,6 +23,15 @@ def simulate(
     return code, captured.out, captured.err
 
 
+def steady_trace(tmp_path: Path, rows: int = 40) -> Path:
+    """An Azure-format trace of ``rows`` requests at 2 req/s, in ``tmp_path``."""
+    trace = tmp_path / "t.csv"
+    lines = ["TIMESTAMP,ContextTokens,GeneratedTokens"]
+    lines += [f"{k * 0.5:.1f},100,10" for k in range(rows)]
+    trace.write_text("\n".join(lines) + "\n")
+    return trace
+
+
 def burst_trace(
     path: Path, starts: tuple[float, ...], *, per_second: int, context: int, generated: int
 ) -> Path:

@@ -52,7 +52,7 @@ def _refused(capsys: pytest.CaptureFixture[str], run: object, argv: list[str]) -
             "--percentile: a percentile in [50, 100), such as 95 or 99, not 0.95",
         ),
         (["--percentile", "100"], "--percentile: a percentile in [50, 100)"),
-        (["--percentile", "nan"], "--percentile: a percentile in [50, 100)"),
+        (["--percentile", "nan"], "--percentile: must be finite"),
         (["--planning-percentile", "0", "0.99"], "--planning-percentile: 0 (the default) or"),
         (["--slo", "0"], "--slo: must be above 0, got 0"),
         (["--slo", "-2"], "--slo: must be above 0, got -2"),

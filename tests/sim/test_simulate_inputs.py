@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from simulate_helpers import simulate
+from simulate_helpers import simulate, steady_trace
 
 from cli.main import main
 from cli.trace_files import quiet_note, trace_lines
@@ -25,21 +25,13 @@ SLEEPER = ROOT / "examples" / "sleeper-interactive.yaml"
 LLAMA = ROOT / "examples" / "llama-vllm.yaml"
 
 
-def _trace(tmp_path: Path, rows: int = 40) -> Path:
-    trace = tmp_path / "t.csv"
-    lines = ["TIMESTAMP,ContextTokens,GeneratedTokens"]
-    lines += [f"{k * 0.5:.1f},100,10" for k in range(rows)]  # 2 req/s
-    trace.write_text("\n".join(lines) + "\n")
-    return trace
-
-
 @pytest.mark.parametrize("value", ["0", "-2", "nan", "inf", "fast"])
 def test_a_compression_that_is_not_a_positive_number_is_refused_by_the_flag(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
 ) -> None:
     for service in (SLEEPER, LLAMA):
         with pytest.raises(SystemExit) as exited:
-            simulate(capsys, service, _trace(tmp_path), "--compress", value)
+            simulate(capsys, service, steady_trace(tmp_path), "--compress", value)
         assert exited.value.code == 2
         err = capsys.readouterr().err
         assert "argument --compress: " in err and value in err and "Traceback" not in err, err
@@ -53,7 +45,7 @@ def test_negative_or_fractional_counts_are_refused_by_the_flag(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str
 ) -> None:
     with pytest.raises(SystemExit):
-        simulate(capsys, SLEEPER, _trace(tmp_path), flag, value)
+        simulate(capsys, SLEEPER, steady_trace(tmp_path), flag, value)
     assert f"argument {flag}: " in capsys.readouterr().err
 
 
@@ -74,7 +66,7 @@ def test_a_plot_folder_that_does_not_exist_is_named_before_the_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], service: Path
 ) -> None:
     plot = tmp_path / "missing" / "out.png"
-    code, out, err = simulate(capsys, service, _trace(tmp_path), "--plot", str(plot))
+    code, out, err = simulate(capsys, service, steady_trace(tmp_path), "--plot", str(plot))
     assert code == 1 and f"--plot {plot}: No such file or directory" in err, err
     assert "Traceback" not in err and "attainment" not in out  # nothing was simulated
 
@@ -83,25 +75,27 @@ def test_a_plot_without_a_suffix_is_written_as_the_png_the_output_names(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, _ = simulate(
-        capsys, SLEEPER, _trace(tmp_path), "--warmup", "0", "--plot", str(tmp_path / "noext")
+        capsys, SLEEPER, steady_trace(tmp_path), "--warmup", "0", "--plot", str(tmp_path / "noext")
     )
     written = tmp_path / "noext.png"
     assert code == 0 and f"plot: {written}" in out, out
     assert written.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    code, _, err = simulate(capsys, SLEEPER, _trace(tmp_path), "--plot", str(tmp_path / "p.txt"))
+    code, _, err = simulate(
+        capsys, SLEEPER, steady_trace(tmp_path), "--plot", str(tmp_path / "p.txt")
+    )
     assert code == 1 and ".txt is not a format written" in err
 
 
 def test_defaults_standing_in_for_the_models_times_are_said_and_a_bad_one_is_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = simulate(capsys, RESNET, _trace(tmp_path), "--warmup", "0")
+    code, out, _ = simulate(capsys, RESNET, steady_trace(tmp_path), "--warmup", "0")
     assert code == 0 and "built-in defaults" in out and "ServiceTimes document" in out, out
-    code, out, _ = simulate(capsys, SLEEPER, _trace(tmp_path), "--warmup", "0")
+    code, out, _ = simulate(capsys, SLEEPER, steady_trace(tmp_path), "--warmup", "0")
     assert code == 0 and "the model's parameters exec_time_ms, per_item_ms" in out, out
     bad = tmp_path / "bad.yaml"
     bad.write_text(SLEEPER.read_text().replace('exec_time_ms: "5"', 'exec_time_ms: "5 ms"'))
-    code, _, err = simulate(capsys, bad, _trace(tmp_path))
+    code, _, err = simulate(capsys, bad, steady_trace(tmp_path))
     assert code == 1 and "model.parameters.exec_time_ms: '5 ms'" in err, err
 
 
@@ -111,16 +105,18 @@ def test_a_file_with_several_services_needs_a_name(
     two = tmp_path / "two.yaml"
     other = SLEEPER.read_text().replace("name: sleeper-chat", "name: sleeper-two", 1)
     two.write_text(SLEEPER.read_text() + "\n---\n" + other)
-    code, _, err = simulate(capsys, two, _trace(tmp_path))
+    code, _, err = simulate(capsys, two, steady_trace(tmp_path))
     assert code == 1 and "2 InferenceServices" in err and "--name" in err, err
-    code, out, _ = simulate(capsys, two, _trace(tmp_path), "--name", "sleeper-two", "--warmup", "0")
+    code, out, _ = simulate(
+        capsys, two, steady_trace(tmp_path), "--name", "sleeper-two", "--warmup", "0"
+    )
     assert code == 0 and out.startswith("service times") and "sleeper-two: policy" in out
 
 
 def test_prefix_routing_on_a_request_level_service_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = simulate(capsys, SLEEPER, _trace(tmp_path), "--routing", "prefix")
+    code, _, err = simulate(capsys, SLEEPER, steady_trace(tmp_path), "--routing", "prefix")
     assert code == 1 and "--routing prefix: LLM services only" in err, err
 
 
@@ -137,7 +133,7 @@ def test_an_empty_metadata_is_named_not_a_traceback(
             "--classes",
             str(classes),
             "--trace",
-            str(_trace(tmp_path)),
+            str(steady_trace(tmp_path)),
         ]
     )
     err = capsys.readouterr().err
@@ -161,7 +157,7 @@ def test_a_request_level_service_reads_a_mooncake_trace_whatever_its_name(
 def test_a_malformed_trace_row_is_named_by_its_line_on_the_request_path(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    trace = _trace(tmp_path)
+    trace = steady_trace(tmp_path)
     trace.write_text(trace.read_text() + "12.5,many,10\n")
     code, _, err = simulate(capsys, SLEEPER, trace)
     assert code == 1 and f"{trace}: line 42: ContextTokens: 'many'" in err, err
@@ -211,7 +207,7 @@ def test_a_trace_saved_as_utf16_reads_as_its_utf8_copy_and_a_plot_folder_is_refu
     tmp_path: Path, capsys: pytest.CaptureFixture[str], service: Path
 ) -> None:
     # A spreadsheet's "Unicode text" is UTF-16 with a byte-order mark.
-    utf8 = _trace(tmp_path)
+    utf8 = steady_trace(tmp_path)
     utf16 = tmp_path / "t16.csv"
     utf16.write_text(utf8.read_text(), encoding="utf-16")
     code8, out8, _ = simulate(capsys, service, utf8, *_no_warmup(service))
@@ -243,14 +239,14 @@ def test_a_quiet_spell_over_most_of_the_trace_is_pointed_out_before_the_run(
     assert out.startswith(
         "note: no request arrives for 3593s, from 0s into the trace (99% of its 3632s)"
     ), out
-    code, out, _ = simulate(capsys, service, _trace(tmp_path), *_no_warmup(service))
+    code, out, _ = simulate(capsys, service, steady_trace(tmp_path), *_no_warmup(service))
     assert code == 0 and "note:" not in out
 
 
 def test_a_file_without_a_service_is_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    trace = _trace(tmp_path)
+    trace = steady_trace(tmp_path)
     code = main(["simulate", "-f", str(trace), "--trace", str(trace)])
     assert code == 1 and f"{trace}: no InferenceService found" in capsys.readouterr().err
 
@@ -262,7 +258,7 @@ def test_a_request_level_service_is_simulated_on_the_classes_placement_uses(
     # simulation; with no class left it stops naming why.
     fp8 = tmp_path / "fp8.yaml"
     fp8.write_text(SLEEPER.read_text().replace("precision: fp16", "precision: fp8"))
-    code, out, err = simulate(capsys, fp8, _trace(tmp_path), "--warmup", "0")
+    code, out, err = simulate(capsys, fp8, steady_trace(tmp_path), "--warmup", "0")
     assert code == 0, err
     assert "class h100:" in out and "class l4:" in out and "class a100-3g40gb:" not in out
     assert "placement skips: precision fp8 needs a newer GPU than AcceleratorClass " in out
@@ -270,7 +266,7 @@ def test_a_request_level_service_is_simulated_on_the_classes_placement_uses(
     only_a100.write_text(
         fp8.read_text().replace("classes: [h100, a100-3g40gb, l4]", "classes: [a100-3g40gb]")
     )
-    code, _, err = simulate(capsys, only_a100, _trace(tmp_path))
+    code, _, err = simulate(capsys, only_a100, steady_trace(tmp_path))
     assert code == 1 and "accelerators.classes: no class can run the service (" in err, err
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
-from simulate_helpers import CLASSES, simulate
+from simulate_helpers import CLASSES, simulate, steady_trace
 
 import cli.simulate
 from cli.main import main
@@ -16,14 +16,6 @@ from cli.main import main
 ROOT = Path(__file__).resolve().parents[2]
 SLEEPER = ROOT / "examples" / "sleeper-interactive.yaml"
 KEDA = ROOT / "examples" / "keda-engine.yaml"
-
-
-def _trace(tmp_path: Path, rows: int = 40) -> Path:
-    trace = tmp_path / "t.csv"
-    lines = ["TIMESTAMP,ContextTokens,GeneratedTokens"]
-    lines += [f"{k * 0.5:.1f},100,10" for k in range(rows)]  # 2 req/s
-    trace.write_text("\n".join(lines) + "\n")
-    return trace
 
 
 def _split_classes(tmp_path: Path) -> tuple[Path, Path]:
@@ -47,7 +39,7 @@ def test_classes_repeated_or_listed_are_all_read(
     """A second --classes added to the first; it used to replace it, and every class of the
     first file was then "not given"."""
     h100, rest = _split_classes(tmp_path)
-    trace = str(_trace(tmp_path))
+    trace = str(steady_trace(tmp_path))
     for classes in (
         ["--classes", str(h100), "--classes", str(rest)],
         ["--classes", str(h100), str(rest)],
@@ -60,7 +52,7 @@ def test_classes_repeated_or_listed_are_all_read(
 def test_a_class_not_given_says_where_to_give_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _, err = _run(capsys, "-f", str(SLEEPER), "--trace", str(_trace(tmp_path)))
+    code, _, err = _run(capsys, "-f", str(SLEEPER), "--trace", str(steady_trace(tmp_path)))
     assert code == 1
     assert "'h100', 'a100-3g40gb', 'l4' not given" in err and "--classes FILE" in err, err
 
@@ -70,7 +62,7 @@ def test_a_misspelt_kind_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[
     body["kind"] = "InferenceSerivce"
     manifest = tmp_path / "svc.yaml"
     manifest.write_text(yaml.safe_dump(body))
-    code, _, err = simulate(capsys, manifest, _trace(tmp_path))
+    code, _, err = simulate(capsys, manifest, steady_trace(tmp_path))
     assert code == 1
     assert "no InferenceService found (kinds read: AcceleratorClass, InferenceSerivce)" in err, err
 
@@ -78,13 +70,13 @@ def test_a_misspelt_kind_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_a_keda_service_is_told_what_its_replay_is(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = simulate(capsys, KEDA, _trace(tmp_path))
+    code, out, _ = simulate(capsys, KEDA, steady_trace(tmp_path))
     assert code == 0
     assert "sets scaling.engine keda: this replays the builtin engine's policy" in out, out
     # A peer's replay is what it says it is: no note.
-    code, out, _ = simulate(capsys, KEDA, _trace(tmp_path), "--policy", "keda")
+    code, out, _ = simulate(capsys, KEDA, steady_trace(tmp_path), "--policy", "keda")
     assert code == 0 and "scaling.engine keda" not in out and "policy keda" in out, out
-    code, out, _ = simulate(capsys, SLEEPER, _trace(tmp_path))
+    code, out, _ = simulate(capsys, SLEEPER, steady_trace(tmp_path))
     assert code == 0 and "scaling.engine keda" not in out
 
 
@@ -94,7 +86,9 @@ def test_the_pod_axis_of_a_constant_count_ticks_whole_pods(
     """2 req/s on one pod throughout: the axis once ran 0.945-1.05 in fractional ticks."""
     saved: list[Any] = []
     monkeypatch.setattr(cli.simulate, "_save", lambda fig, out: saved.append(fig))
-    code, _, err = simulate(capsys, SLEEPER, _trace(tmp_path), "--plot", str(tmp_path / "p.png"))
+    code, _, err = simulate(
+        capsys, SLEEPER, steady_trace(tmp_path), "--plot", str(tmp_path / "p.png")
+    )
     assert code == 0, err
     (fig,) = saved
     pods = fig.axes[1]
@@ -120,7 +114,7 @@ def test_service_times_for_a_class_the_service_does_not_name_are_noted(
             }
         )
     )
-    code, out, err = simulate(capsys, SLEEPER, _trace(tmp_path), "--times", str(times))
+    code, out, err = simulate(capsys, SLEEPER, steady_trace(tmp_path), "--times", str(times))
     assert code == 0, err
     assert "note: ServiceTimes classes.l44: sleeper-chat names no such class" in out, out
     assert "classes.l4:" not in out
