@@ -351,12 +351,13 @@ def _inputs(
         f"{p.prefill_s_per_token_pair * 1e9:.3g}ns per token it attends to, in chunks of at most "
         f"{p.max_batched_tokens} tokens a step (llm.maxBatchedTokens)",
         _objectives_line(o),
-        _trace_line(trace_path, trace),
+        _trace_line(trace_path, trace, refused=refused),
     ]
     if refused:
         lines.append(
             f"  refused: {refused} request(s) whose prompt + output exceed llm.maxContextLength "
-            f"{p.max_model_len} (the engine rejects them; counted as missed below)"
+            f"{p.max_model_len} (the engine rejects them; counted as missed below); "
+            f"{len(trace.requests)} replayed"
         )
     return "\n".join(lines)
 
@@ -368,9 +369,10 @@ def _objectives_line(o: TokenObjectives) -> str:
     )
 
 
-def _trace_line(path: Path, trace: TokenTrace) -> str:
+def _trace_line(path: Path, trace: TokenTrace, *, refused: int = 0) -> str:
+    """``refused``: requests the engine refuses, already left out of ``trace``."""
     return (
-        f"trace: {path.name} ({trace.name}): {len(trace.requests)} requests over "
+        f"trace: {path.name} ({trace.name}): {len(trace.requests) + refused} requests over "
         f"{trace.duration:.0f}s"
         + (f", prefix hashes of {trace.block_size}-token blocks" if trace.hashed else "")
     )

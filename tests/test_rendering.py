@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from cli.main import main
 from cli.rendering import RenderError, load_documents, render_service, split_manifests
@@ -282,3 +283,12 @@ def test_keda_engine_renders_a_scaled_object_and_leaves_replicas_to_it() -> None
     deps = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Deployment"}
     assert "replicas" not in deps["chat-h100"]["spec"]  # one writer: KEDA
     assert set(deps) == {"chat-h100"}  # no warm pool with KEDA, so no standby Deployment
+
+
+def test_an_unquoted_compute_capability_says_to_quote_it() -> None:
+    """YAML reads computeCapability: 9.0 as a number; "not a valid string" left a newcomer
+    guessing."""
+    with pytest.raises(ValidationError, match=r'quote it, "9\.0": YAML reads 9\.0 unquoted'):
+        AcceleratorClassSpec.model_validate({"gpuProduct": "H", "computeCapability": 9.0})
+    spec = AcceleratorClassSpec.model_validate({"gpuProduct": "H", "computeCapability": "9.0"})
+    assert spec.supports("fp8")

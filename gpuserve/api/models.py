@@ -1101,8 +1101,8 @@ class AcceleratorClassSpec(_Model):
     )
     compute_capability: str = Field(
         default="8.0",
-        description="CUDA compute capability (e.g. 9.0 for H100, 8.9 for L4); decides "
-        "which precisions the GPU runs.",
+        description='CUDA compute capability, quoted (e.g. "9.0" for H100, "8.9" for L4); '
+        "decides which precisions the GPU runs.",
         pattern=r"^[0-9]+\.[0-9]+$",
         max_length=8,
     )
@@ -1119,6 +1119,14 @@ class AcceleratorClassSpec(_Model):
     cost_per_hour: float = Field(
         default=1.0, description="Cost of one GPU (or slice) per hour.", ge=0, le=10_000
     )
+
+    @field_validator("compute_capability", mode="before")
+    @classmethod
+    def _quoted(cls, value: object) -> object:
+        # YAML reads an unquoted 9.0 as a number; say so rather than "not a string".
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            raise ValueError(f'quote it, "{value}": YAML reads {value} unquoted as a number')
+        return value
 
     @model_validator(mode="after")
     def _mixed_mig_resource(self) -> AcceleratorClassSpec:

@@ -154,6 +154,8 @@ def test_requests_longer_than_the_context_are_refused_and_count_as_missed(
     assert code == 0, err
     refused = int(_number(r"refused: (\d+) request", out))
     assert 0 < refused < 60
+    # The trace line counts the file's requests; the refused line says how many are replayed.
+    assert ": 60 requests over" in out and f"; {60 - refused} replayed" in out, out
     served = _number(r"both ([\d.]+)% \(objective", out)
     overall = _number(r"of all 60 requests: both ([\d.]+)%", out)
     assert overall == pytest.approx(served * (60 - refused) / 60, abs=0.01)
