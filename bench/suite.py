@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/suite.py [--seeds N] [--workloads bursty flash-4x ...] [--loads 1 2]
         [--cache out/suite-cache] [--queue-timeout SECONDS] [--scale-down-window SECONDS]
-        [--history] [--spread-only] [--balancing least_loaded]
+        [--history] [--spread-only] [--balancing least_loaded] [--rendered-keda]
 
 Prints one table per workload and load (totals over the seeds), then a summary: the
 default policy's attainment, 5-minute window compliance and GPU-hours over the oracle's
@@ -32,6 +32,10 @@ as before, and as the peers' pods do behind a plain Service.
 ``--balancing least_loaded`` sends every policy's requests to the ready pod with the fewest
 waiting and running (what a load-aware gateway's endpoint picker does) instead of a random
 one (a Kubernetes Service): the bound on what routing alone could give, beside rule 9.
+
+``--rendered-keda`` adds a row for gpuserve's ``scaling.engine: keda``: the ScaledObject
+the operator renders for the suite's service (its threshold from the stated service
+times, its windows and steps from the spec's defaults), replayed as KEDA's HPA acts on it.
 
 ``--history`` runs the generated workloads (bursty, diurnal, drift, periodic) after 30
 minutes of the same kind of traffic, another draw of the generator ("yesterday"), instead
@@ -77,6 +81,7 @@ from gpuserve.sim.generators import (  # noqa: E402
     in_spans,
     new_peaks,
 )
+from gpuserve.sim.keda_engine import RENDERED_KEDA  # noqa: E402
 from gpuserve.sim.lineup import POLICIES  # noqa: E402
 from gpuserve.sim.start_costs import start_cost_s  # noqa: E402
 from gpuserve.sim.suite import DURATION, LOADS, SUITE, TRACE_FILES, SuiteWorkload, Traces  # noqa: E402
@@ -134,6 +139,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="generated workloads only, each after 30 minutes of another draw of the same "
         "generator instead of the steady warm-up; adds static sized on that history",
+    )
+    p.add_argument(
+        "--rendered-keda",
+        action="store_true",
+        help="add a row for gpuserve's own scaling.engine keda: the ScaledObject the "
+        "operator renders for the suite's service, replayed (gpuserve.sim.keda_engine)",
     )
     return p.parse_args(argv)
 
@@ -287,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     # The default row is what the summary judges: it runs beside any warm pools asked for.
     rows = contenders(list(POLICIES), [0, *(w for w in args.warm_pool if w != 0)], [0.0])
+    if args.rendered_keda:
+        rows.append(Contender(RENDERED_KEDA, RENDERED_KEDA))
     chosen = [w for w in SUITE if w.name in args.workloads]
     if args.history:
         setup = replace(setup, warmup=DURATION)

@@ -23,14 +23,14 @@ import math
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from cli.errors import SimulateError
 from cli.plot_paths import plot_target
 from cli.rendering import load_documents, split_manifests
 from cli.simulate_llm import LLM_ONLY, run_llm
 from cli.trace_files import quiet_note, trace_lines
-from gpuserve.api.models import InferenceService
+from gpuserve.api.models import AcceleratorClassSpec, InferenceService, InferenceServiceSpec
 from gpuserve.autoscaling.capacity import replica_capacity
 from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.from_spec import (
@@ -40,6 +40,7 @@ from gpuserve.autoscaling.from_spec import (
 )
 from gpuserve.autoscaling.limits import limited_line
 from gpuserve.autoscaling.outruns import tallest_outrun_line
+from gpuserve.resources.keda import HPA_PERIOD_S, KedaScaling, keda_scaling
 from gpuserve.sim.comparing import Setup, add_replay_arguments
 from gpuserve.sim.config import SimConfig
 from gpuserve.sim.from_spec import (
@@ -50,6 +51,7 @@ from gpuserve.sim.from_spec import (
     require_classes,
     sim_config_from_spec,
 )
+from gpuserve.sim.keda_engine import RENDERED_KEDA, RenderedKeda
 from gpuserve.sim.lineup import POLICIES, PolicyName, calibrate, make_scaler, sim_config_for
 from gpuserve.sim.llm.from_spec import is_llm
 from gpuserve.sim.oracle import OraclePlan, plan_oracle
@@ -97,10 +99,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     add_replay_arguments(p, compress=1.0)
     p.add_argument(
         "--policy",
-        choices=(*POLICIES, *LLM_ONLY),
-        default="gpuserve",
-        help="the scaling policy replayed: the operator's own (default), a peer's model, "
-        "static at the trace's peak, or the oracle",
+        choices=(*POLICIES, RENDERED_KEDA, *LLM_ONLY),
+        default=None,
+        help="the scaling policy replayed: the service's own engine by default (gpuserve's "
+        f"policy, or under scaling.engine keda the ScaledObject it renders: {RENDERED_KEDA}), "
+        "a peer's model, static at the trace's peak, or the oracle",
     )
     p.add_argument(
         "--routing",
@@ -143,6 +146,9 @@ def run(args: argparse.Namespace) -> int:
             f"InferenceService {service.metadata.name}: {exc}: put them in the -f file, or "
             "pass the file that holds them with --classes FILE"
         ) from exc
+    if args.policy is None:  # the service's own engine
+        by_keda = service.spec.scaling.engine == "keda" and not is_llm(service.spec)
+        args.policy = RENDERED_KEDA if by_keda else "gpuserve"
     for line in _engine_note(service, args.policy):
         print(line)
     if args.plot:
@@ -190,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
             warm_start=times.warm_start,
         )
     policy = replace(policy, rate_window=config.rate_window)
+    keda = _rendered_keda(spec, classes, config) if args.policy == RENDERED_KEDA else None
     try:
         rows = parse_trace(trace_lines(args.trace))
     except OSError as exc:
@@ -216,10 +223,14 @@ def run(args: argparse.Namespace) -> int:
         initial_replicas=max(1, policy.min_replicas, min(policy.max_replicas, steady)),
     )
     started = time.perf_counter()
-    result, conditions = _run(args.policy, config=config, policy=policy, workload=workload)
+    result, conditions = _run(
+        args.policy, config=config, policy=policy, workload=workload, keda=keda
+    )
     elapsed = time.perf_counter() - started
     _, skipped = placement_order(spec, classes)
     print(_inputs(config, times, stated, [issue.message for issue in skipped]))
+    if keda is not None:
+        print(_keda_line(keda))
     print(_report(service.metadata.name, args, result, policy, elapsed))
     for line in conditions:
         print(line)
@@ -263,15 +274,20 @@ def _chosen(
 
 def _engine_note(service: InferenceService, policy: str) -> list[str]:
     """Under scaling.engine keda the operator leaves the replica count to KEDA and writes
-    none of its autoscaler's conditions: a replay of its own policy is what the builtin
+    none of its autoscaler's conditions: a replay of its own policy (asked for, or the
+    default of an LLM service, whose KEDA rendering is not simulated) is what the builtin
     engine would do, and must say so."""
     if service.spec.scaling.engine != "keda" or policy != "gpuserve":
         return []
-    peer = "keda-waiting" if is_llm(service.spec) else "keda"
+    other = (
+        "--policy keda-waiting replays a stock KEDA trigger"
+        if is_llm(service.spec)
+        else f"--policy {RENDERED_KEDA} replays the ScaledObject gpuserve renders for it"
+    )
     return [
         f"note: {service.metadata.name} sets scaling.engine keda: this replays the builtin "
         "engine's policy (what it would do if switched back), and the operator writes none "
-        f"of its conditions under KEDA; --policy {peer} replays a stock KEDA trigger"
+        f"of its conditions under KEDA; {other}"
     ]
 
 
@@ -340,8 +356,32 @@ def _times(docs: list[tuple[str, dict[str, Any]]]) -> ServiceTimeModel | None:
     return None
 
 
+def _rendered_keda(
+    spec: InferenceServiceSpec, classes: dict[str, AcceleratorClassSpec], config: SimConfig
+) -> KedaScaling:
+    """The numbers of the ScaledObject the operator renders for ``spec``: from the spec's
+    own policy (not the prediction's service times), on the class KEDA sizes (the
+    preferred one), behind the simulated Prometheus's scrape interval."""
+    order, _ = placement_order(spec, classes)
+    return keda_scaling(policy_config_from_spec(spec), classes[order[0]], config.scrape_interval)
+
+
+def _keda_line(k: KedaScaling) -> str:
+    queue = f", queue {k.queue_threshold:g} per replica" if k.queue_threshold else ""
+    return (
+        f"KEDA as rendered: {k.rate_threshold} req/s per replica over {k.rate_window_s:g}s"
+        f"{queue}; scale-down window {k.down_window_s}s, per {HPA_PERIOD_S}s up by "
+        f"max({k.up_percent}%, {k.up_pods} pods), down by {k.down_percent}%"
+    )
+
+
 def _run(
-    name: PolicyName, *, config: SimConfig, policy: PolicyConfig, workload: Workload
+    name: str,
+    *,
+    config: SimConfig,
+    policy: PolicyConfig,
+    workload: Workload,
+    keda: KedaScaling | None = None,
 ) -> tuple[SimResult, list[str]]:
     plan: OraclePlan | None = None
     calibration = None
@@ -349,11 +389,20 @@ def _run(
         plan = plan_oracle(config=config, workload=workload, max_replicas=policy.max_replicas)
     if name in ("hpa", "kpa", "keda"):
         calibration = calibrate(config=config)
-    scaler = make_scaler(name, policy=policy, calibration=calibration, plan=plan)
+    scaler: Scaler
+    if keda is not None:
+        scaler = RenderedKeda(
+            scaling=keda, min_replicas=max(1, policy.min_replicas), max_replicas=policy.max_replicas
+        )
+        cfg = replace(config, warm_pool=0)  # the schema refuses a warm pool under KEDA
+    else:
+        peer = cast(PolicyName, name)
+        scaler = make_scaler(peer, policy=policy, calibration=calibration, plan=plan)
+        cfg = sim_config_for(peer, config, config.warm_pool)
     if isinstance(scaler, GpuserveScaler):
         scaler.keep_decisions = True  # for the conditions' lines of the report
     start = plan.replicas[0] if plan else config.initial_replicas
-    cfg = replace(sim_config_for(name, config, config.warm_pool), initial_replicas=start)
+    cfg = replace(cfg, initial_replicas=start)
     result = simulate(config=cfg, workload=workload, scaler=scaler)
     return result, _condition_lines(scaler, policy, config.measure_from)
 

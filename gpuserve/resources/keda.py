@@ -20,6 +20,7 @@ The `scaling` fields the built-in loop reads mean the same with KEDA (nothing is
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from gpuserve.api.models import AcceleratorClassSpec, InferenceService
@@ -40,6 +41,40 @@ UTILISATION = 0.7
 HPA_PERIOD_S = 15
 
 
+@dataclass(frozen=True, slots=True)
+class KedaScaling:
+    """What the ScaledObject asks of KEDA and its HPA, as numbers: the rendering below
+    writes them out, and the simulator replays them (``gpuserve.sim.keda_engine``), so a
+    prediction for a KEDA service follows the object it gets."""
+
+    rate_threshold: float  # completed req/s per replica (AverageValue)
+    rate_window_s: float  # the rate() range
+    queue_threshold: float | None  # pending requests per replica; None: no queue trigger
+    polling_s: int
+    down_window_s: int  # scaleDown.stabilizationWindowSeconds
+    up_percent: int  # scaleUp Percent policy per HPA period
+    up_pods: int  # scaleUp Pods policy per HPA period (selectPolicy Max)
+    down_percent: int  # scaleDown Percent policy per HPA period
+
+
+def keda_scaling(
+    config: PolicyConfig,
+    accel: AcceleratorClassSpec,
+    scrape_interval: float = DEFAULT_SCRAPE_INTERVAL_S,
+) -> KedaScaling:
+    stable = max(1, math.ceil(config.stable_window))
+    return KedaScaling(
+        rate_threshold=_rate_threshold(config, accel),
+        rate_window_s=QueryWindows(scrape_interval).rate_window_over(stable),
+        queue_threshold=config.target_queue_depth,
+        polling_s=max(1, math.ceil(config.panic_window)),
+        down_window_s=math.ceil(config.scale_down_window),
+        up_percent=round((config.scale_up_max_factor - 1.0) * 100),
+        up_pods=config.scale_up_min_step,
+        down_percent=round(config.scale_down_max_fraction * 100),
+    )
+
+
 def rate_threshold(svc: InferenceService, accel: AcceleratorClassSpec) -> float:
     return _rate_threshold(policy_config_from_spec(svc.spec), accel)
 
@@ -55,29 +90,21 @@ def _rate_threshold(config: PolicyConfig, accel: AcceleratorClassSpec) -> float:
     return max(round(cap.rate * UTILISATION, 3), 0.001)
 
 
-def _behavior(config: PolicyConfig) -> Obj:
+def _behavior(k: KedaScaling) -> Obj:
     """The built-in policy's step limits and scale-down window as HPA behaviour."""
     return {
         "scaleUp": {
             "stabilizationWindowSeconds": 0,
             "selectPolicy": "Max",
             "policies": [
-                {
-                    "type": "Percent",
-                    "value": round((config.scale_up_max_factor - 1.0) * 100),
-                    "periodSeconds": HPA_PERIOD_S,
-                },
-                {"type": "Pods", "value": config.scale_up_min_step, "periodSeconds": HPA_PERIOD_S},
+                {"type": "Percent", "value": k.up_percent, "periodSeconds": HPA_PERIOD_S},
+                {"type": "Pods", "value": k.up_pods, "periodSeconds": HPA_PERIOD_S},
             ],
         },
         "scaleDown": {
-            "stabilizationWindowSeconds": math.ceil(config.scale_down_window),
+            "stabilizationWindowSeconds": k.down_window_s,
             "policies": [
-                {
-                    "type": "Percent",
-                    "value": round(config.scale_down_max_fraction * 100),
-                    "periodSeconds": HPA_PERIOD_S,
-                }
+                {"type": "Percent", "value": k.down_percent, "periodSeconds": HPA_PERIOD_S}
             ],
         },
     }
@@ -93,27 +120,27 @@ def scaled_object(
     name = svc.metadata.name
     ns = svc.metadata.namespace or "default"
     config = policy_config_from_spec(svc.spec)
+    k = keda_scaling(config, accel, scrape_interval)
     series = f'{{namespace="{ns}",service="{name}"}}'
-    stable = max(1, math.ceil(config.stable_window))
-    window = promql_range(QueryWindows(scrape_interval).rate_window_over(stable))
+    window = promql_range(k.rate_window_s)
     triggers: list[Obj] = [
         {
             "type": "prometheus",
             "metadata": {
                 "serverAddress": prometheus_url,
                 "query": f"sum(rate(nv_inference_request_success{series}[{window}]))",
-                "threshold": str(_rate_threshold(config, accel)),
+                "threshold": str(k.rate_threshold),
             },
         }
     ]
-    if config.target_queue_depth is not None:
+    if k.queue_threshold is not None:
         triggers.append(
             {
                 "type": "prometheus",
                 "metadata": {
                     "serverAddress": prometheus_url,
                     "query": f"sum(nv_inference_pending_request_count{series})",
-                    "threshold": str(config.target_queue_depth),
+                    "threshold": str(k.queue_threshold),
                 },
             }
         )
@@ -124,8 +151,8 @@ def scaled_object(
             "scaleTargetRef": {"name": deployment_name(name, class_name)},
             "minReplicaCount": config.min_replicas,
             "maxReplicaCount": config.max_replicas,
-            "pollingInterval": max(1, math.ceil(config.panic_window)),
-            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": _behavior(config)}},
+            "pollingInterval": k.polling_s,
+            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": _behavior(k)}},
             "triggers": triggers,
         },
     }

@@ -16,6 +16,7 @@ from gpuserve.sim.scalers import ScaleOrder, ScalerView, resize_to
 
 __all__ = [
     "HpaBehaviour",
+    "HpaFed",
     "HpaQueueDepth",
     "KedaPrometheus",
     "KnativeKpa",
@@ -38,6 +39,7 @@ class HpaBehaviour:
     down_window: float = 300.0
     up_pods: int = 4
     up_percent: float = 100.0
+    down_percent: float = 100.0  # one period removes at most this share of the replicas
     recommendations: list[tuple[float, int]] = field(default_factory=list)
 
     def next_size(self, *, now: float, current: int, ready: int, usage_ratio: float | None) -> int:
@@ -57,12 +59,14 @@ class HpaBehaviour:
         self.recommendations.append((now, desired))
         if desired < current:
             desired = min(current, max(n for _, n in self.recommendations))
+            # The HPA's Percent policy keeps ceil(current x (1 - percent)) at least.
+            desired = max(desired, math.ceil(current * (1 - self.down_percent / 100)))
         up_limit = max(current + self.up_pods, math.ceil(current * (1 + self.up_percent / 100)))
         return max(self.min_replicas, min(self.max_replicas, min(desired, up_limit)))
 
 
 @dataclass(kw_only=True)
-class _HpaFed:
+class HpaFed:
     """An HPA fed one usage ratio per sync (15s): its own Pods metric, or the external
     metric KEDA serves to the HPA it creates. A subclass says how it reads the ratio."""
 
@@ -90,7 +94,7 @@ class _HpaFed:
 
 
 @dataclass(kw_only=True)
-class HpaQueueDepth(_HpaFed):
+class HpaQueueDepth(HpaFed):
     """HPA with a Pods metric from prometheus-adapter: nv_inference_pending_request_count,
     target averageValue per pod; synced every 15s."""
 
@@ -108,7 +112,7 @@ class HpaQueueDepth(_HpaFed):
 
 
 @dataclass(kw_only=True)
-class KedaPrometheus(_HpaFed):
+class KedaPrometheus(HpaFed):
     """KEDA ScaledObject with a Prometheus trigger,
     query sum(rate(nv_inference_request_success[1m]) + rate(nv_inference_request_failure[1m])),
     metricType AverageValue: desired = ceil(value / threshold). KEDA feeds the HPA it

@@ -188,7 +188,13 @@ def run_contenders(setup: Setup, prepared: Prepared, contenders: list[Contender]
         auto = c.warm_pool == "auto"
         tuned = replace(tuned, warm_pool_auto=True) if auto else tuned
         plan = prepared.plan.within(*c.sized_on) if c.sized_on else prepared.plan
-        scaler = make_scaler(c.name, policy=tuned, calibration=prepared.calibration, plan=plan)
+        scaler = make_scaler(
+            c.name,
+            policy=tuned,
+            calibration=prepared.calibration,
+            plan=plan,
+            scrape_interval=prepared.config.scrape_interval,
+        )
         cfg = replace(
             sim_config_for(c.name, prepared.config, 0 if auto else int(c.warm_pool)),
             initial_replicas=prepared.plan.replicas[0],

@@ -11,6 +11,9 @@ watches read at that rate or at 70% of it:
 * KPA on concurrency: target = mean in-flight requests per pod at slo_rate; KPA itself
   applies its default 70% target utilisation.
 * static: the oracle plan's peak window, all the time.
+
+``gpuserve-keda`` is no peer: it is gpuserve's own `scaling.engine: keda`, the ScaledObject
+the operator renders (``gpuserve.sim.keda_engine``), left out of the default lineup.
 """
 
 from __future__ import annotations
@@ -18,15 +21,21 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from gpuserve.api.models import AcceleratorClassSpec
 from gpuserve.autoscaling.config import PolicyConfig
+from gpuserve.autoscaling.query_windows import DEFAULT_SCRAPE_INTERVAL_S
+from gpuserve.resources.keda import keda_scaling
 from gpuserve.sim.baselines import HpaQueueDepth, KedaPrometheus, KnativeKpa, StaticPeak
 from gpuserve.sim.calibrating import read_replica, slo_capacity
 from gpuserve.sim.config import SimConfig
+from gpuserve.sim.keda_engine import RenderedKeda
 from gpuserve.sim.oracle import OraclePlan, OracleScaler
 from gpuserve.sim.scalers import GpuserveScaler, Scaler
 
-PolicyName = Literal["gpuserve", "hpa", "kpa", "keda", "static", "oracle"]
+PolicyName = Literal["gpuserve", "hpa", "kpa", "keda", "static", "oracle", "gpuserve-keda"]
 POLICIES: tuple[PolicyName, ...] = ("gpuserve", "hpa", "kpa", "keda", "static", "oracle")
+# The class a bench's pods are (speed 1, as the simulated pools' are).
+REFERENCE_CLASS = AcceleratorClassSpec(gpu_product="reference")
 UTILISATION = 0.7
 
 
@@ -54,10 +63,16 @@ def make_scaler(
     policy: PolicyConfig,
     calibration: Calibration | None,
     plan: OraclePlan | None,
+    scrape_interval: float = DEFAULT_SCRAPE_INTERVAL_S,
 ) -> Scaler:
+    """``scrape_interval``: the simulated Prometheus's, which the rendered KEDA trigger's
+    rate window follows as the operator's does."""
     lo, hi = max(1, policy.min_replicas), policy.max_replicas
     if name == "gpuserve":
         return GpuserveScaler(config=policy)
+    if name == "gpuserve-keda":
+        scaling = keda_scaling(policy, REFERENCE_CLASS, scrape_interval)
+        return RenderedKeda(scaling=scaling, min_replicas=lo, max_replicas=hi)
     if name == "oracle" or name == "static":
         if plan is None:
             raise ValueError(f"{name} needs the oracle plan")

@@ -65,15 +65,18 @@ class MetricStore:
         hi = bisect.bisect_right(self._times, now)
         return self._scrapes[hi - 1] if hi else None
 
-    def request_rate(self, now: float, window: float) -> float | None:
-        """sum(rate(success[w])) + sum(rate(failure[w])): completed requests per second."""
+    def request_rate(self, now: float, window: float, *, failures: bool = True) -> float | None:
+        """sum(rate(success[w])) + sum(rate(failure[w])): completed requests per second
+        (without ``failures``, the successes alone)."""
         hi = bisect.bisect_right(self._times, now)
         lo = bisect.bisect_left(self._times, now - window)
         if hi - lo < 2:
             return None
         first, last = self._scrapes[lo], self._scrapes[hi - 1]
         elapsed = last.at - first.at
-        done = last.success + last.failure - first.success - first.failure
+        done = last.success - first.success
+        if failures:
+            done += last.failure - first.failure
         return done / elapsed if elapsed > 0 else None
 
     def concurrency(self, now: float, window: float) -> float | None:

@@ -1,5 +1,5 @@
 """`gpuserve simulate` as a newcomer first meets it: the classes flag, what a missing class
-or a misspelt kind says, a KEDA service, and the plot's pod axis."""
+or a misspelt kind says, ServiceTimes for a class not named, and the plot's pod axis."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 SLEEPER = ROOT / "examples" / "sleeper-interactive.yaml"
-KEDA = ROOT / "examples" / "keda-engine.yaml"
 
 
 def _split_classes(tmp_path: Path) -> tuple[Path, Path]:
@@ -65,19 +64,6 @@ def test_a_misspelt_kind_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[
     code, _, err = simulate(capsys, manifest, steady_trace(tmp_path))
     assert code == 1
     assert "no InferenceService found (kinds read: AcceleratorClass, InferenceSerivce)" in err, err
-
-
-def test_a_keda_service_is_told_what_its_replay_is(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, out, _ = simulate(capsys, KEDA, steady_trace(tmp_path))
-    assert code == 0
-    assert "sets scaling.engine keda: this replays the builtin engine's policy" in out, out
-    # A peer's replay is what it says it is: no note.
-    code, out, _ = simulate(capsys, KEDA, steady_trace(tmp_path), "--policy", "keda")
-    assert code == 0 and "scaling.engine keda" not in out and "policy keda" in out, out
-    code, out, _ = simulate(capsys, SLEEPER, steady_trace(tmp_path))
-    assert code == 0 and "scaling.engine keda" not in out
 
 
 def test_the_pod_axis_of_a_constant_count_ticks_whole_pods(

@@ -1,0 +1,85 @@
+"""`gpuserve simulate` on a `scaling.engine: keda` service replays the ScaledObject the
+operator renders for it: the same threshold, windows and HPA behaviour."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from simulate_helpers import CLASSES, simulate, steady_trace
+
+from cli.rendering import load_documents, render_service, split_manifests
+from gpuserve.autoscaling.from_spec import policy_config_from_spec
+from gpuserve.resources.keda import keda_scaling
+from gpuserve.sim.baselines import HpaBehaviour
+from gpuserve.sim.keda_engine import RenderedKeda
+
+ROOT = Path(__file__).resolve().parents[2]
+KEDA = ROOT / "examples" / "keda-engine.yaml"
+
+
+def _scaled_object() -> dict[str, Any]:
+    services, classes = split_manifests(load_documents([KEDA, CLASSES]))
+    (svc,) = services
+    return next(o for o in render_service(svc, classes) if o["kind"] == "ScaledObject")
+
+
+def test_the_replayed_hpa_is_the_rendered_one() -> None:
+    rendered = _scaled_object()["spec"]
+    services, classes = split_manifests(load_documents([KEDA, CLASSES]))
+    k = keda_scaling(policy_config_from_spec(services[0].spec), classes["l4"])
+    scaler = RenderedKeda(
+        scaling=k,
+        min_replicas=rendered["minReplicaCount"],
+        max_replicas=rendered["maxReplicaCount"],
+    )
+    behavior = rendered["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    up = {p["type"]: p["value"] for p in behavior["scaleUp"]["policies"]}
+    assert (scaler.behaviour.up_percent, scaler.behaviour.up_pods) == (up["Percent"], up["Pods"])
+    assert scaler.behaviour.down_window == behavior["scaleDown"]["stabilizationWindowSeconds"]
+    assert scaler.behaviour.down_percent == behavior["scaleDown"]["policies"][0]["value"]
+    assert str(k.rate_threshold) == rendered["triggers"][0]["metadata"]["threshold"]
+
+
+def test_a_scale_down_step_keeps_what_the_percent_policy_keeps() -> None:
+    hpa = HpaBehaviour(1, 10, down_window=0.0, down_percent=50)
+    assert hpa.next_size(now=0.0, current=8, ready=8, usage_ratio=0.01) == 4
+    assert hpa.next_size(now=15.0, current=5, ready=5, usage_ratio=0.01) == 3  # ceil(2.5)
+    stock = HpaBehaviour(1, 10, down_window=0.0)  # 100 %: no limit
+    assert stock.next_size(now=0.0, current=8, ready=8, usage_ratio=0.01) == 1
+
+
+def test_simulate_replays_a_keda_service_as_rendered_by_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = simulate(capsys, KEDA, steady_trace(tmp_path))
+    assert code == 0, err
+    assert "policy gpuserve-keda" in out, out
+    said = re.search(r"KEDA as rendered: ([\d.]+) req/s per replica over (\d+)s", out)
+    assert said, out
+    trigger = _scaled_object()["spec"]["triggers"][0]["metadata"]
+    assert said.group(1) == trigger["threshold"]
+    assert f"[{said.group(2)}s]" in trigger["query"]
+    # The builtin engine's replay, asked for, says what it is instead.
+    code, out, _ = simulate(capsys, KEDA, steady_trace(tmp_path), "--policy", "gpuserve")
+    assert code == 0 and "policy gpuserve," in out and "KEDA as rendered" not in out
+    assert "--policy gpuserve-keda replays the ScaledObject" in out
+    # A peer's replay is what it says it is: no note.
+    code, out, _ = simulate(capsys, KEDA, steady_trace(tmp_path), "--policy", "keda")
+    assert code == 0 and "scaling.engine keda" not in out and "policy keda-prom" in out, out
+
+
+def test_a_builtin_service_can_be_replayed_as_if_switched_to_keda(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = yaml.safe_load(KEDA.read_text())
+    del body["spec"]["scaling"]["engine"]
+    builtin = tmp_path / "svc.yaml"
+    builtin.write_text(yaml.safe_dump(body))
+    code, out, _ = simulate(capsys, builtin, steady_trace(tmp_path))
+    assert code == 0 and "policy gpuserve," in out and "scaling.engine keda" not in out
+    code, out, _ = simulate(capsys, builtin, steady_trace(tmp_path), "--policy", "gpuserve-keda")
+    assert code == 0 and "policy gpuserve-keda" in out and "KEDA as rendered" in out
