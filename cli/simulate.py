@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -40,6 +40,7 @@ from gpuserve.autoscaling.from_spec import (
 )
 from gpuserve.autoscaling.limits import limited_line
 from gpuserve.autoscaling.outruns import tallest_outrun_line
+from gpuserve.autoscaling.query_windows import DEFAULT_SCRAPE_INTERVAL_S
 from gpuserve.resources.keda import HPA_PERIOD_S, KedaScaling, keda_scaling
 from gpuserve.sim.comparing import Setup, add_replay_arguments
 from gpuserve.sim.config import SimConfig
@@ -51,8 +52,15 @@ from gpuserve.sim.from_spec import (
     require_classes,
     sim_config_from_spec,
 )
-from gpuserve.sim.keda_engine import RENDERED_KEDA, RenderedKeda
-from gpuserve.sim.lineup import POLICIES, PolicyName, calibrate, make_scaler, sim_config_for
+from gpuserve.sim.keda_engine import RENDERED_KEDA
+from gpuserve.sim.lineup import (
+    POLICIES,
+    REFERENCE_CLASS,
+    PolicyName,
+    calibrate,
+    make_scaler,
+    sim_config_for,
+)
 from gpuserve.sim.llm.from_spec import is_llm
 from gpuserve.sim.oracle import OraclePlan, plan_oracle
 from gpuserve.sim.results import SimResult
@@ -172,7 +180,8 @@ def run(args: argparse.Namespace) -> int:
     if args.policy in LLM_ONLY:
         raise SimulateError(
             f"--policy {args.policy}: a policy for LLM services; "
-            f"{service.metadata.name} is {service.spec.model.format} (one of {', '.join(POLICIES)})"
+            f"{service.metadata.name} is {service.spec.model.format} "
+            f"(one of {', '.join((*POLICIES, RENDERED_KEDA))})"
         )
     times = _times(docs)
     spec = service.spec
@@ -196,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
             warm_start=times.warm_start,
         )
     policy = replace(policy, rate_window=config.rate_window)
-    keda = _rendered_keda(spec, classes, config) if args.policy == RENDERED_KEDA else None
+    keda = _rendered_keda(spec, classes) if args.policy == RENDERED_KEDA else None
     try:
         rows = parse_trace(trace_lines(args.trace))
     except OSError as exc:
@@ -224,13 +233,13 @@ def run(args: argparse.Namespace) -> int:
     )
     started = time.perf_counter()
     result, conditions = _run(
-        args.policy, config=config, policy=policy, workload=workload, keda=keda
+        cast(PolicyName, args.policy), config=config, policy=policy, workload=workload, keda=keda
     )
     elapsed = time.perf_counter() - started
     _, skipped = placement_order(spec, classes)
     print(_inputs(config, times, stated, [issue.message for issue in skipped]))
     if keda is not None:
-        print(_keda_line(keda))
+        print(_keda_line(keda.numbers, keda.policy))
     print(_report(service.metadata.name, args, result, policy, elapsed))
     for line in conditions:
         print(line)
@@ -356,32 +365,48 @@ def _times(docs: list[tuple[str, dict[str, Any]]]) -> ServiceTimeModel | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class _Rendered:
+    """What the operator renders a KEDA service's ScaledObject from, and its numbers."""
+
+    policy: PolicyConfig  # the spec's own, not the prediction's service times
+    accel: AcceleratorClassSpec  # the class KEDA sizes: the preferred usable one
+    numbers: KedaScaling
+
+
 def _rendered_keda(
-    spec: InferenceServiceSpec, classes: dict[str, AcceleratorClassSpec], config: SimConfig
-) -> KedaScaling:
-    """The numbers of the ScaledObject the operator renders for ``spec``: from the spec's
-    own policy (not the prediction's service times), on the class KEDA sizes (the
-    preferred one), behind the simulated Prometheus's scrape interval."""
+    spec: InferenceServiceSpec, classes: dict[str, AcceleratorClassSpec]
+) -> _Rendered:
+    """The ScaledObject as the operator renders it for ``spec``, behind the chart's default
+    scrape interval (the trigger's rate window follows it)."""
     order, _ = placement_order(spec, classes)
-    return keda_scaling(policy_config_from_spec(spec), classes[order[0]], config.scrape_interval)
+    policy, accel = policy_config_from_spec(spec), classes[order[0]]
+    return _Rendered(policy, accel, keda_scaling(policy, accel, DEFAULT_SCRAPE_INTERVAL_S))
 
 
-def _keda_line(k: KedaScaling) -> str:
+def _keda_line(k: KedaScaling, policy: PolicyConfig) -> str:
     queue = f", queue {k.queue_threshold:g} per replica" if k.queue_threshold else ""
+    # KEDA activates a ScaledObject from zero on its own; the replay keeps one pod.
+    zero = (
+        "; minReplicas 0: scale-to-zero not replayed (1 at least)"
+        if not policy.min_replicas
+        else ""
+    )
     return (
-        f"KEDA as rendered: {k.rate_threshold} req/s per replica over {k.rate_window_s:g}s"
-        f"{queue}; scale-down window {k.down_window_s}s, per {HPA_PERIOD_S}s up by "
-        f"max({k.up_percent}%, {k.up_pods} pods), down by {k.down_percent}%"
+        f"KEDA as rendered (at a {DEFAULT_SCRAPE_INTERVAL_S:g}-s scrape): {k.rate_threshold} "
+        f"req/s per replica over {k.rate_window_s:g}s{queue}; scale-down window "
+        f"{k.down_window_s}s, per {HPA_PERIOD_S}s up by max({k.up_percent}%, {k.up_pods} pods), "
+        f"down by {k.down_percent}%{zero}"
     )
 
 
 def _run(
-    name: str,
+    name: PolicyName,
     *,
     config: SimConfig,
     policy: PolicyConfig,
     workload: Workload,
-    keda: KedaScaling | None = None,
+    keda: _Rendered | None = None,
 ) -> tuple[SimResult, list[str]]:
     plan: OraclePlan | None = None
     calibration = None
@@ -389,20 +414,18 @@ def _run(
         plan = plan_oracle(config=config, workload=workload, max_replicas=policy.max_replicas)
     if name in ("hpa", "kpa", "keda"):
         calibration = calibrate(config=config)
-    scaler: Scaler
-    if keda is not None:
-        scaler = RenderedKeda(
-            scaling=keda, min_replicas=max(1, policy.min_replicas), max_replicas=policy.max_replicas
-        )
-        cfg = replace(config, warm_pool=0)  # the schema refuses a warm pool under KEDA
-    else:
-        peer = cast(PolicyName, name)
-        scaler = make_scaler(peer, policy=policy, calibration=calibration, plan=plan)
-        cfg = sim_config_for(peer, config, config.warm_pool)
+    scaler = make_scaler(
+        name,
+        policy=keda.policy if keda else policy,
+        calibration=calibration,
+        plan=plan,
+        accel=keda.accel if keda else REFERENCE_CLASS,
+        scrape_interval=DEFAULT_SCRAPE_INTERVAL_S if keda else config.scrape_interval,
+    )
     if isinstance(scaler, GpuserveScaler):
         scaler.keep_decisions = True  # for the conditions' lines of the report
     start = plan.replicas[0] if plan else config.initial_replicas
-    cfg = replace(cfg, initial_replicas=start)
+    cfg = replace(sim_config_for(name, config, config.warm_pool), initial_replicas=start)
     result = simulate(config=cfg, workload=workload, scaler=scaler)
     return result, _condition_lines(scaler, policy, config.measure_from)
 

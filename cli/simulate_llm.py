@@ -22,6 +22,7 @@ from cli.trace_files import quiet_note, trace_lines
 from gpuserve.api.models import AcceleratorClassSpec, InferenceService
 from gpuserve.llm.capacity import TokenObjectives
 from gpuserve.llm.params import EngineParams
+from gpuserve.sim.keda_engine import RENDERED_KEDA
 from gpuserve.sim.llm.cluster import ClusterRun, Routing
 from gpuserve.sim.llm.from_spec import (
     LLMSetup,
@@ -298,6 +299,12 @@ def _verdict(simulated: list[tuple[LLMSetup, Simulated]], quantile: float) -> st
 
 def _policy_name(given: str, service: InferenceService) -> LLMPolicyName:
     chosen = _SAME.get(given, given)
+    if given == RENDERED_KEDA:
+        raise SimulateError(
+            f"--policy {given}: the KEDA rendering is replayed for request-level services "
+            f"only; {service.metadata.name} is an LLM service ({service.spec.model.format}): "
+            "--policy keda-waiting replays a KEDA trigger on waiting requests"
+        )
     if chosen not in LLM_POLICIES:
         raise SimulateError(
             f"--policy {given}: a request-level policy; {service.metadata.name} is an LLM "

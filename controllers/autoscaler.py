@@ -151,6 +151,8 @@ def evaluate(
             svc = parse_inference_service(live)
         except ValidationError:
             return None
+        if svc.spec.scaling.engine != "builtin":
+            return None  # switched to KEDA meanwhile: its reconcile dropped our conditions
         config = policy_config(svc.spec)
         decision = _decide_and_record(
             live, svc, config, view, reading, history, memory, ready, vllm

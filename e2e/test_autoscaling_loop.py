@@ -213,6 +213,12 @@ def test_a_switch_to_keda_drops_the_autoscalers_conditions(stack: Stack, namespa
     stalled = condition(status, "Stalled")
     assert stalled and stalled["reason"] == "EngineUnavailable", stalled
     assert "ScaledObject" in stalled["message"], stalled
+    # And they stay gone: an evaluation in flight at the switch must not write them back.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        status = service_status(stack.cluster, namespace, name)
+        assert all(condition(status, t) is None for t in ours), status.get("conditions")
+        time.sleep(1)
 
     apply(stack.cluster, namespace, loop_service(name))
     back = wait_ready(stack, namespace, name)

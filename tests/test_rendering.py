@@ -290,5 +290,7 @@ def test_an_unquoted_compute_capability_says_to_quote_it() -> None:
     guessing."""
     with pytest.raises(ValidationError, match=r'quote it, "9\.0": YAML reads 9\.0 unquoted'):
         AcceleratorClassSpec.model_validate({"gpuProduct": "H", "computeCapability": 9.0})
+    with pytest.raises(ValidationError, match=r'quote it, "9\.0": YAML reads 9 unquoted'):
+        AcceleratorClassSpec.model_validate({"gpuProduct": "H", "computeCapability": 9})
     spec = AcceleratorClassSpec.model_validate({"gpuProduct": "H", "computeCapability": "9.0"})
     assert spec.supports("fp8")

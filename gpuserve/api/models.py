@@ -1125,7 +1125,8 @@ class AcceleratorClassSpec(_Model):
     def _quoted(cls, value: object) -> object:
         # YAML reads an unquoted 9.0 as a number; say so rather than "not a string".
         if isinstance(value, int | float) and not isinstance(value, bool):
-            raise ValueError(f'quote it, "{value}": YAML reads {value} unquoted as a number')
+            shown = f"{value}.0" if isinstance(value, int) else str(value)
+            raise ValueError(f'quote it, "{shown}": YAML reads {value} unquoted as a number')
         return value
 
     @model_validator(mode="after")

@@ -59,8 +59,9 @@ class HpaBehaviour:
         self.recommendations.append((now, desired))
         if desired < current:
             desired = min(current, max(n for _, n in self.recommendations))
-            # The HPA's Percent policy keeps ceil(current x (1 - percent)) at least.
-            desired = max(desired, math.ceil(current * (1 - self.down_percent / 100)))
+            # The HPA's Percent policy keeps int(current x (1 - percent)): rounded down,
+            # unlike the builtin engine's own step (calculateScaleDownLimitWithBehaviors).
+            desired = max(desired, int(current * (1 - self.down_percent / 100)))
         up_limit = max(current + self.up_pods, math.ceil(current * (1 + self.up_percent / 100)))
         return max(self.min_replicas, min(self.max_replicas, min(desired, up_limit)))
 

@@ -10,6 +10,7 @@ the model's own parameters are used as the policy reads them (``exec_time_ms`` /
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -72,6 +73,8 @@ class ServiceTimeModel:
 
 def _seconds(value: object) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"expected a duration of 0 or more, got {value!r}")
         return float(value)
     if isinstance(value, str):
         return parse_duration(value)
@@ -83,7 +86,12 @@ def _optional_seconds(value: object) -> float | None:
 
 
 def _fraction(value: object) -> float:
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+    if (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    ):
         return float(value)
     raise ValueError(f"expected a number >= 0, got {value!r}")
 

@@ -28,7 +28,7 @@ from gpuserve.resources.keda import keda_scaling
 from gpuserve.sim.baselines import HpaQueueDepth, KedaPrometheus, KnativeKpa, StaticPeak
 from gpuserve.sim.calibrating import read_replica, slo_capacity
 from gpuserve.sim.config import SimConfig
-from gpuserve.sim.keda_engine import RenderedKeda
+from gpuserve.sim.keda_engine import RENDERED_KEDA, RenderedKeda
 from gpuserve.sim.oracle import OraclePlan, OracleScaler
 from gpuserve.sim.scalers import GpuserveScaler, Scaler
 
@@ -64,14 +64,15 @@ def make_scaler(
     calibration: Calibration | None,
     plan: OraclePlan | None,
     scrape_interval: float = DEFAULT_SCRAPE_INTERVAL_S,
+    accel: AcceleratorClassSpec = REFERENCE_CLASS,
 ) -> Scaler:
-    """``scrape_interval``: the simulated Prometheus's, which the rendered KEDA trigger's
-    rate window follows as the operator's does."""
+    """``scrape_interval`` and ``accel``: the Prometheus scrape interval and the class
+    the rendered KEDA trigger (``gpuserve-keda``) is derived for, as the operator's is."""
     lo, hi = max(1, policy.min_replicas), policy.max_replicas
     if name == "gpuserve":
         return GpuserveScaler(config=policy)
-    if name == "gpuserve-keda":
-        scaling = keda_scaling(policy, REFERENCE_CLASS, scrape_interval)
+    if name == RENDERED_KEDA:
+        scaling = keda_scaling(policy, accel, scrape_interval)
         return RenderedKeda(scaling=scaling, min_replicas=lo, max_replicas=hi)
     if name == "oracle" or name == "static":
         if plan is None:

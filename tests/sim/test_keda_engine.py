@@ -47,7 +47,9 @@ def test_the_replayed_hpa_is_the_rendered_one() -> None:
 def test_a_scale_down_step_keeps_what_the_percent_policy_keeps() -> None:
     hpa = HpaBehaviour(1, 10, down_window=0.0, down_percent=50)
     assert hpa.next_size(now=0.0, current=8, ready=8, usage_ratio=0.01) == 4
-    assert hpa.next_size(now=15.0, current=5, ready=5, usage_ratio=0.01) == 3  # ceil(2.5)
+    # Rounded down as the HPA does (int32 of the product), not up as gpuserve's own step.
+    assert hpa.next_size(now=15.0, current=5, ready=5, usage_ratio=0.01) == 2
+    assert hpa.next_size(now=30.0, current=3, ready=3, usage_ratio=0.01) == 1
     stock = HpaBehaviour(1, 10, down_window=0.0)  # 100 %: no limit
     assert stock.next_size(now=0.0, current=8, ready=8, usage_ratio=0.01) == 1
 
@@ -58,7 +60,7 @@ def test_simulate_replays_a_keda_service_as_rendered_by_default(
     code, out, err = simulate(capsys, KEDA, steady_trace(tmp_path))
     assert code == 0, err
     assert "policy gpuserve-keda" in out, out
-    said = re.search(r"KEDA as rendered: ([\d.]+) req/s per replica over (\d+)s", out)
+    said = re.search(r"KEDA as rendered.*?: ([\d.]+) req/s per replica over (\d+)s", out)
     assert said, out
     trigger = _scaled_object()["spec"]["triggers"][0]["metadata"]
     assert said.group(1) == trigger["threshold"]
@@ -83,3 +85,26 @@ def test_a_builtin_service_can_be_replayed_as_if_switched_to_keda(
     assert code == 0 and "policy gpuserve," in out and "scaling.engine keda" not in out
     code, out, _ = simulate(capsys, builtin, steady_trace(tmp_path), "--policy", "gpuserve-keda")
     assert code == 0 and "policy gpuserve-keda" in out and "KEDA as rendered" in out
+
+
+def test_the_rendering_is_refused_for_an_llm_service_pointing_to_its_peer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    llm = ROOT / "examples" / "llama-vllm.yaml"
+    code, _, err = simulate(capsys, llm, steady_trace(tmp_path), "--policy", "gpuserve-keda")
+    assert code == 1
+    assert "request-level services only" in err and "--policy keda-waiting" in err, err
+
+
+def test_the_replayed_window_is_the_rendered_one_where_the_scrape_widens_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 20-s stable window is rendered as a 60-s range behind the chart's 15-s scrape;
+    the replay once read 20 s (its simulated Prometheus scrapes every 5 s)."""
+    body = yaml.safe_load(KEDA.read_text())
+    body["spec"]["scaling"]["stableWindow"] = "20s"
+    svc = tmp_path / "svc.yaml"
+    svc.write_text(yaml.safe_dump(body))
+    code, out, err = simulate(capsys, svc, steady_trace(tmp_path))
+    assert code == 0, err
+    assert "per replica over 60s" in out, out

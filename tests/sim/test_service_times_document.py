@@ -5,6 +5,7 @@ required key that is absent is said to be missing. The shipped example parses.""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -74,3 +75,21 @@ def test_the_shipped_example_parses_and_uses_every_field() -> None:
     assert (h100.per_request, h100.jitter_cv) == (None, None)
     assert (mig.per_batch, mig.per_item) == (None, None)
     assert (mig.per_request, mig.jitter_cv) == pytest.approx((0.00015, 0.08))
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("timePerBatch", -1),
+        ("timePerItem", float("nan")),
+        ("coldStart", float("inf")),
+        ("jitter", float("inf")),
+    ],
+)
+def test_a_negative_or_infinite_number_is_refused_naming_the_field(
+    field: str, value: float
+) -> None:
+    body: dict[str, Any] = {"kind": "ServiceTimes", "timePerBatch": "5ms", "timePerItem": "1ms"}
+    body[field] = value
+    with pytest.raises(ValueError, match=rf"{field}: expected a"):
+        parse_service_time_model(body)
