@@ -58,25 +58,26 @@ DEFAULT_TRACE = REPO / "traces" / "azure-llm-conv-2023.csv"
 PERCENTILE_LOW, PERCENTILE_HIGH = 50.0, 100.0
 
 
+def _in_percentile_range(value: float) -> bool:
+    return PERCENTILE_LOW <= value < PERCENTILE_HIGH
+
+
+_RANGE = f"a percentile in [{PERCENTILE_LOW:g}, {PERCENTILE_HIGH:g})"
+
+
 def percentile(text: str) -> float:
     """The SLO's percentile: 95 for p95 (not the quantile 0.95)."""
     value = finite_number(text)
-    if not PERCENTILE_LOW <= value < PERCENTILE_HIGH:
-        raise argparse.ArgumentTypeError(
-            f"a percentile in [{PERCENTILE_LOW:g}, {PERCENTILE_HIGH:g}), such as 95 or 99, "
-            f"not {text}"
-        )
+    if not _in_percentile_range(value):
+        raise argparse.ArgumentTypeError(f"{_RANGE}, such as 95 or 99, not {text}")
     return value
 
 
 def planning_percentile(text: str) -> float:
     """0 (the default derived from the SLO) or a percentile as --percentile takes."""
     value = finite_number(text)
-    if value != 0 and not PERCENTILE_LOW <= value < PERCENTILE_HIGH:
-        raise argparse.ArgumentTypeError(
-            f"0 (the default) or a percentile in [{PERCENTILE_LOW:g}, {PERCENTILE_HIGH:g}), "
-            f"such as 99, not {text}"
-        )
+    if value != 0 and not _in_percentile_range(value):
+        raise argparse.ArgumentTypeError(f"0 (the default) or {_RANGE}, such as 99, not {text}")
     return value
 
 
