@@ -38,6 +38,7 @@ from gpuserve.autoscaling.from_spec import (
     policy_config_from_spec,
     stated_service_times,
 )
+from gpuserve.autoscaling.keda_calibration import describe
 from gpuserve.autoscaling.limits import limited_line
 from gpuserve.autoscaling.outruns import tallest_outrun_line
 from gpuserve.autoscaling.query_windows import DEFAULT_SCRAPE_INTERVAL_S
@@ -52,7 +53,7 @@ from gpuserve.sim.from_spec import (
     require_classes,
     sim_config_from_spec,
 )
-from gpuserve.sim.keda_engine import RENDERED_KEDA
+from gpuserve.sim.keda_engine import RENDERED_KEDA, RenderedKeda
 from gpuserve.sim.lineup import (
     POLICIES,
     REFERENCE_CLASS,
@@ -112,6 +113,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="the scaling policy replayed: the service's own engine by default (gpuserve's "
         f"policy, or under scaling.engine keda the ScaledObject it renders: {RENDERED_KEDA}), "
         "a peer's model, static at the trace's peak, or the oracle",
+    )
+    p.add_argument(
+        "--keda-as-rendered",
+        action="store_true",
+        help=f"with {RENDERED_KEDA}: keep the threshold rendered from the spec's service "
+        "times, as if the operator never measured the model (status.kedaCalibration): what "
+        "the measurement changes",
     )
     p.add_argument(
         "--routing",
@@ -206,6 +214,10 @@ def run(args: argparse.Namespace) -> int:
         )
     policy = replace(policy, rate_window=config.rate_window)
     keda = _rendered_keda(spec, classes) if args.policy == RENDERED_KEDA else None
+    if keda is not None:
+        keda = replace(keda, measured=not args.keda_as_rendered)
+    elif args.keda_as_rendered:
+        raise SimulateError(f"--keda-as-rendered goes with --policy {RENDERED_KEDA}")
     try:
         rows = parse_trace(trace_lines(args.trace))
     except OSError as exc:
@@ -372,6 +384,7 @@ class _Rendered:
     policy: PolicyConfig  # the spec's own, not the prediction's service times
     accel: AcceleratorClassSpec  # the class KEDA sizes: the preferred usable one
     numbers: KedaScaling
+    measured: bool = True  # sized again from the measured compute time, as the operator does
 
 
 def _rendered_keda(
@@ -424,6 +437,8 @@ def _run(
     )
     if isinstance(scaler, GpuserveScaler):
         scaler.keep_decisions = True  # for the conditions' lines of the report
+    if isinstance(scaler, RenderedKeda) and keda is not None:
+        scaler.calibrate = keda.measured
     start = plan.replicas[0] if plan else config.initial_replicas
     cfg = replace(sim_config_for(name, config, config.warm_pool), initial_replicas=start)
     result = simulate(config=cfg, workload=workload, scaler=scaler)
@@ -432,7 +447,9 @@ def _run(
 
 def _condition_lines(scaler: Scaler, policy: PolicyConfig, since: float) -> list[str]:
     """What the BurstsCovered and ScalingLimited conditions would have said over the
-    measured part (gpuserve's policy only)."""
+    measured part (gpuserve's policy), or status.kedaCalibration (its KEDA rendering)."""
+    if isinstance(scaler, RenderedKeda):
+        return _calibration_lines(scaler)
     if not isinstance(scaler, GpuserveScaler):
         return []
     measured = [d for t, d in scaler.decisions if t >= since]
@@ -445,6 +462,20 @@ def _condition_lines(scaler: Scaler, policy: PolicyConfig, since: float) -> list
         (d.signals for d in measured if d.mode != "hold"), max_replicas=policy.max_replicas
     )
     return [line for line in (covered, limited) if line is not None]
+
+
+def _calibration_lines(scaler: RenderedKeda) -> list[str]:
+    if not scaler.calibrate:
+        return ["status.kedaCalibration: not replayed (--keda-as-rendered)"]
+    if not scaler.calibrations:
+        return ["status.kedaCalibration: no execution measured; the threshold stays as rendered"]
+    at, last = scaler.calibrations[-1]
+    times = len(scaler.calibrations)
+    return [
+        f"status.kedaCalibration: recorded {times} time{'s' if times > 1 else ''}, last at "
+        f"{at:.0f}s: {describe(last, scaler.policy.profile)}; threshold then "
+        f"{scaler.scaling.rate_threshold} req/s per replica"
+    ]
 
 
 def _report(

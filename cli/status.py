@@ -76,8 +76,8 @@ def _wrapped(text: str, width: int) -> list[str]:
 
 
 def details(st: InferenceServiceStatus, width: int) -> list[str]:
-    """Every condition (type=status reason: message), the last decision, in full, and the
-    pods routed around."""
+    """Every condition (type=status reason: message), the last decision, in full, the
+    pods routed around, and what a KEDA service's threshold was measured from."""
     lines: list[str] = []
     for c in st.conditions:
         text = f"{c.type}={c.status} {c.reason}" + (f": {c.message}" if c.message else "")
@@ -93,6 +93,8 @@ def details(st: InferenceServiceStatus, width: int) -> list[str]:
             f"({r.queued:g} waiting, {r.clears:g} clear within the queue budget)"
         )
         lines += _wrapped(text, width)
+    if (k := st.keda_calibration) is not None:
+        lines += _wrapped(f"KEDA threshold, measured at {k.time}: {k.message}", width)
     return lines or ["  (no status yet)"]
 
 

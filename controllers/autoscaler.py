@@ -3,7 +3,8 @@
 Every evaluation reads the service's Triton signals, asks the (pure) policy, and records
 the decision. Status is written only when the decision changes (size, mode or reason), so a
 steady service costs no writes. In advisory mode the decision is reported, not applied.
-With `scaling.engine: keda` this loop stays out: KEDA owns the replica count.
+With `scaling.engine: keda` KEDA owns the replica count: this loop only measures the
+compute time the ScaledObject's threshold is sized by (controllers.keda_calibrating).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from controllers import kube
+from controllers import keda_calibrating, kube
 from controllers.converging import (
     ClusterView,
     as_body,
@@ -118,11 +119,10 @@ def evaluate(
         svc = parse_inference_service(body)
     except ValidationError:
         return None  # converge reports it as Stalled
-    if svc.spec.scaling.engine != "builtin":
+    engine = svc.spec.scaling.engine
+    if engine != "builtin" and (engine != "keda" or _llm_format(body)):
         return None
     view = view_of(key, kw)
-    if _awaiting_first_pods(body, svc, view, reading.sample.at):
-        return None  # the first decision starts from the pods the spec asked for
     windows = state.settings.windows  # the scrape interval and the windows behind it
     classes = view.cluster.valid_classes()
 
@@ -136,6 +136,13 @@ def evaluate(
 
     config = policy_config(svc.spec)
     history = _history(memory, reading, 2 * config.stable_window)
+    if engine == "keda":
+        # KEDA sizes the service; what is left here is the threshold's measurement.
+        keda_calibrating.calibrate(body, svc, config, view, history, reading.sample.at)
+        memory.quiet = quiet if silent else None
+        return None
+    if _awaiting_first_pods(body, svc, view, reading.sample.at):
+        return None  # the first decision starts from the pods the spec asked for
     try:
         decision = _decide_and_record(
             body, svc, config, view, reading, history, memory, ready, vllm

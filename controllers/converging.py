@@ -176,6 +176,8 @@ def _converge(body: Obj, view: ClusterView, state: OperatorState, events: list[E
         status.routed_around = []  # KEDA or advice: the autoscaler names none any more
     if svc.spec.scaling.engine != "builtin":
         status.conditions = without(status.conditions, AUTOSCALER_CONDITIONS)
+    if svc.spec.scaling.engine != "keda":
+        status.keda_calibration = None  # measured for a ScaledObject there is no more
     plan = plan_service(
         svc.spec,
         owner=f"{meta.get('namespace', '')}/{meta['name']}",
@@ -199,7 +201,7 @@ def _converge(body: Obj, view: ClusterView, state: OperatorState, events: list[E
         key = (meta.get("namespace") or "", meta["name"])
         state.queue.add_later(key, plan.drain_ends - now + DRAIN_MARGIN_S)
 
-    children, unserved = _servable(_render(svc, plan, view, state))
+    children, unserved = _servable(_render(svc, plan, view, state, status))
     problem = _apply(meta, plan, children, view, state, outcome)
     transition: Event | None = None
     if problem is not None:
@@ -247,7 +249,11 @@ def _servable(children: list[Obj]) -> tuple[list[Obj], list[Obj]]:
 
 
 def _render(
-    svc: InferenceService, plan: ServicePlan, view: ClusterView, state: OperatorState
+    svc: InferenceService,
+    plan: ServicePlan,
+    view: ClusterView,
+    state: OperatorState,
+    status: InferenceServiceStatus,
 ) -> list[Obj]:
     assert plan.pools is not None
     pools = pool_plans(plan.pools, plan.order)
@@ -261,6 +267,9 @@ def _render(
             extra_pod_labels=state.settings.extra_pod_labels,
             prometheus_url=state.settings.keda_prometheus_url,
             scrape_interval=state.settings.scrape_interval,
+            keda_service_scale=(
+                status.keda_calibration.service_scale if status.keda_calibration else 1.0
+            ),
         )
     )
 
@@ -460,7 +469,11 @@ def _fill_status(
 
 def _write_status(body: Obj, status: InferenceServiceStatus, live_status: Obj) -> None:
     meta = body["metadata"]
-    rendered = status.model_dump(by_alias=True, exclude_none=True, mode="json")
+    rendered: Obj = status.model_dump(by_alias=True, exclude_none=True, mode="json")
+    # A field the reconcile cleared (None) goes as null, which a merge patch removes.
+    for f in InferenceServiceStatus.model_fields.values():
+        if f.alias in live_status and f.alias not in rendered:
+            rendered[f.alias] = None
     kube.patch_status(
         plural=SERVICES_PLURAL,
         name=meta["name"],

@@ -41,11 +41,13 @@ def sleeper_service(
     slo: str = "150ms",
     batching: dict[str, Any] | None = None,
     triton: dict[str, Any] | None = None,
+    slowdown: float | None = None,
 ) -> dict[str, Any]:
     """An InferenceService of the demo catalogue's sleeper model (see e2e/models).
 
     ``exec_time_ms=None`` leaves out the model parameters (the model's own timing), for
-    tests that need the smallest valid spec rather than a given latency."""
+    tests that need the smallest valid spec rather than a given latency. ``slowdown``
+    makes every execution that many times as long as the parameters state."""
     model: dict[str, Any] = {
         "name": "sleeper",
         "storageUri": "demo://sleeper",
@@ -57,6 +59,8 @@ def sleeper_service(
         model["parameters"] = {
             "exec_time_ms": f"{exec_time_ms:g}", "per_item_ms": f"{per_item_ms:g}"
         }
+        if slowdown is not None:
+            model["parameters"]["slowdown"] = f"{slowdown:g}"
     spec: dict[str, Any] = {
         "model": model,
         "batching": batching or {"maxBatchSize": 8, "maxQueueDelay": "2ms"},

@@ -7,6 +7,8 @@ scraping it, the operator's autoscaler reading Prometheus and scaling the pools.
   in status and in events; BurstsCovered says no burst outran the ready pods.
 - A load past maxReplicas shows ScalingLimited=True until the load is gone.
 - A switch to KEDA removes the autoscaler's conditions; a switch back restores them.
+- Under KEDA the operator measures a model slower than its spec states and records it for
+  the ScaledObject's threshold (status.kedaCalibration); a switch back removes the record.
 - A Prometheus outage holds the replica count (no scale-down on missing data), shows
   MetricsAvailable=False, and scaling resumes once Prometheus is back on the same port.
 """
@@ -225,6 +227,76 @@ def test_a_switch_to_keda_drops_the_autoscalers_conditions(stack: Stack, namespa
     assert condition(back, "ScalingLimited") is not None, back.get("conditions")
     stalled = condition(back, "Stalled")
     assert stalled and stalled["status"] == "False", stalled
+
+
+def test_under_keda_the_measured_compute_time_sizes_the_threshold(
+    stack: Stack, namespace: str
+) -> None:
+    """The model states 10 ms per request and takes 30 (its sleep is tripled): under KEDA
+    the operator records Triton's measurement, the scale the ScaledObject's threshold is
+    rendered for, and says so in an event; a switch back to the builtin engine removes it.
+    (This cluster serves no ScaledObject: the rendering from the record is a unit test's,
+    tests/test_keda_calibration.py.)"""
+    name = "calibrated"
+
+    def body(**scaling: Any) -> dict[str, Any]:
+        svc = sleeper_service(
+            name,
+            classes=["l4"],
+            exec_time_ms=10,
+            per_item_ms=0,
+            slowdown=3,
+            batching={"maxBatchSize": 0},  # one request per execution: measured = stated x3
+            slo=f"{SLO_MS:g}ms",
+            scaling={
+                "minReplicas": 1,
+                "maxReplicas": 2,
+                "warmPool": 0,
+                "stableWindow": "20s",
+                **scaling,
+            },
+            triton={"exitTimeoutSeconds": 5},
+        )
+        return svc
+
+    apply(stack.cluster, namespace, body())
+    wait_ready(stack, namespace, name)
+    apply(stack.cluster, namespace, body(engine="keda"))
+
+    def stalled() -> bool:
+        found = condition(service_status(stack.cluster, namespace, name), "Stalled")
+        return found is not None and found["status"] == "True"
+
+    wait_for(stalled, 30, f"{name}: the KEDA rendering reported")
+    target = Target(
+        model="sleeper",
+        endpoints=stack.plane.runner.endpoints_for(namespace, name),
+        request_timeout_s=10.0,
+    )
+    rate, seconds = 10.0, 30.0  # a third of one pod's 33 req/s: nothing queues
+    limits = Limits(max_requests=int(rate * seconds) + 10, max_wall_s=seconds + 60)
+    result = run_constant_rate(target, rate, seconds, limits)
+    assert result.failures == 0, [r.error for r in result.records if not r.ok][:5]
+
+    def recorded() -> dict[str, Any] | None:
+        found: dict[str, Any] | None = service_status(stack.cluster, namespace, name).get(
+            "kedaCalibration"
+        )
+        return found
+
+    calibration = wait_for(recorded, 30, f"{name}: status.kedaCalibration")
+    assert 2.4 <= calibration["serviceScale"] <= 3.6, calibration
+    assert 27.0 <= calibration["computeMs"] <= 40.0, calibration
+    assert "where the spec's service times predict 10.0-10.0 ms" in calibration["message"]
+    said = [e for e in events(stack.cluster, namespace, name) if e["reason"] == "KedaCalibrated"]
+    assert said and said[-1]["message"] == calibration["message"], said
+
+    apply(stack.cluster, namespace, body())
+    wait_for(
+        lambda: "kedaCalibration" not in service_status(stack.cluster, namespace, name),
+        30,
+        f"{name}: status.kedaCalibration removed under the builtin engine",
+    )
 
 
 def test_prometheus_outage_holds_replicas_and_scaling_resumes(stack: Stack, namespace: str) -> None:

@@ -86,6 +86,21 @@ def test_a_routed_around_pod_is_listed_with_its_queue() -> None:
     assert "routed around" not in render([_service()], 100)
 
 
+def test_a_keda_services_measured_threshold_is_listed() -> None:
+    obj = _service()
+    obj["status"]["kedaCalibration"] = {
+        "time": "2026-12-02T20:00:00Z",
+        "computeMs": 15.1,
+        "meanBatch": 1.0,
+        "relativeSpeed": 1.0,
+        "serviceScale": 3.02,
+        "message": "Triton measured 15.1 ms of compute per request",
+    }
+    text = " ".join(render([obj], 100).split())
+    assert "KEDA threshold, measured at 2026-12-02T20:00:00Z: Triton measured 15.1 ms" in text
+    assert "KEDA threshold" not in render([_service()], 100)
+
+
 def test_an_api_server_out_of_reach_is_one_line_naming_it(tmp_path: Path) -> None:
     """A refused connection reaches the client as urllib3's MaxRetryError, which is no
     OSError: it printed a traceback."""

@@ -59,6 +59,23 @@ class RoutedAroundStatus(_Status):
     clears: float = Field(description="Requests it clears within the queue budget.")
 
 
+class KedaCalibrationStatus(_Status):
+    time: str = Field(description="When the measurement was recorded (RFC 3339).")
+    compute_ms: float = Field(
+        description="Triton's mean compute time per request over the stable window, ms (a "
+        "batch's time counts for each of its requests)."
+    )
+    mean_batch: float = Field(description="The mean batch those requests ran in.")
+    relative_speed: float = Field(
+        description="The relative speed of the AcceleratorClass of the pods measured."
+    )
+    service_scale: float = Field(
+        description="Measured over stated execution time, within 0.5-4 (1: the measurement "
+        "agrees with spec.serviceTimes); the ScaledObject's threshold is sized for it."
+    )
+    message: str = Field(default="", description="What was measured and what it changes.")
+
+
 class InferenceServiceStatus(_Status):
     observed_generation: int | None = Field(
         default=None, description="Last metadata.generation fully reconciled."
@@ -93,6 +110,11 @@ class InferenceServiceStatus(_Status):
     )
     autoscaler_memory: dict[str, Any] = Field(
         default_factory=dict, description="The autoscaler's state between evaluations."
+    )
+    keda_calibration: KedaCalibrationStatus | None = Field(
+        default=None,
+        description="scaling.engine keda: the compute time measured from Triton that the "
+        "ScaledObject's request-rate threshold is sized by (absent until measured).",
     )
 
 

@@ -21,14 +21,12 @@ from gpuserve.autoscaling.limits import note_cap
 from gpuserve.autoscaling.metrics import MetricHistory, MetricSample, latest_of, mean_of
 from gpuserve.autoscaling.outruns import OutrunReport, Seen, track_outruns
 from gpuserve.autoscaling.pools import PoolState
+from gpuserve.autoscaling.service_scale import measured_compute, ready_speed, service_scale
 from gpuserve.autoscaling.shedding import Backlog, PodQueue, RoutedAround, backlogged
 from gpuserve.autoscaling.trend import hold_window, significant_slope
 
 # A sample stamped exactly at `now` belongs to the current evaluation.
 _EPS = 1e-9
-# Bounds of the measured/assumed service-time ratio: a wild measurement (warm-up, a
-# stalled pod) must not make the model promise 10x the capacity.
-_SCALE_BOUNDS = (0.5, 4.0)
 # Standard deviations of measured noise a rise must exceed to count as a surge. The test
 # runs every evaluation (hundreds per burst memory), so it must be stricter than a single
 # 3-sigma test for false alarms on smooth traffic to stay rare.
@@ -83,7 +81,7 @@ def decide(
     recent = history.between(now - config.panic_window - _EPS, now + _EPS) or (latest,)
     demand = _demand(config, stable, recent, now)
     queue_depth = latest_of(recent, "queue_depth")
-    scale = _service_scale(config, stable, pools)
+    scale = service_scale(config.profile, measured_compute(stable), ready_speed(pools))
     caps = {
         pool.name: replica_capacity(
             profile=config.profile,
@@ -437,32 +435,6 @@ def _demand(
         fitted=max(0.0, stable_rate + slope * (now - centre)),
         items_per_request=sum(items) / len(items) if items else config.items_per_request,
     )
-
-
-def _service_scale(config: PolicyConfig, stable: Sequence[MetricSample], pools: PoolState) -> float:
-    """Measured / assumed execution time, only when the measurement contradicts the profile.
-
-    Triton adds a batch's compute time to every request in it, so the per-request average
-    weighs big batches more: it lies between S(mean batch) and S(max batch) for a correct
-    profile. Only a measurement outside that band (with 10% slack) rescales the model.
-    """
-    compute = mean_of(stable, "avg_compute_time")
-    batches = [b for s in stable if (b := s.avg_batch_size) is not None]
-    if compute is None or not batches or compute <= 0.0:
-        return 1.0
-    ready = [(p.serving_ready, p.speed) for p in pools.classes if p.serving_ready > 0]
-    speed = sum(n * s for n, s in ready) / sum(n for n, _ in ready) if ready else 1.0
-    profile = config.profile
-    mean_batch = sum(batches) / len(batches)
-    top = max(mean_batch, float(profile.max_batch_size)) if profile.batching else mean_batch
-    low = profile.execution_time(mean_batch, speed)
-    high = profile.execution_time(top, speed)
-    lo_bound, hi_bound = _SCALE_BOUNDS
-    if compute < 0.9 * low:
-        return max(lo_bound, compute / low)
-    if compute > 1.1 * high:
-        return min(hi_bound, compute / high)
-    return 1.0
 
 
 def _reference_capacity(caps: dict[str, CapacityEstimate], pools: PoolState) -> CapacityEstimate:

@@ -15,6 +15,10 @@ The `scaling` fields the built-in loop reads mean the same with KEDA (nothing is
 | the policy's step limits | `scaleUp` / `scaleDown` policies per HPA period (15 s) |
 | `targetQueueDepth` | a second trigger: pending requests per replica |
 | `planningPercentile` | the backlog percentile of the per-replica rate threshold |
+
+The threshold rests on `serviceTimes` until Triton's measured compute time contradicts
+them; the operator then records the measurement (`status.kedaCalibration`) and the
+threshold is sized for the measured executions (gpuserve.autoscaling.keda_calibration).
 """
 
 from __future__ import annotations
@@ -61,10 +65,13 @@ def keda_scaling(
     config: PolicyConfig,
     accel: AcceleratorClassSpec,
     scrape_interval: float = DEFAULT_SCRAPE_INTERVAL_S,
+    service_scale: float = 1.0,
 ) -> KedaScaling:
+    """``service_scale``: measured / stated execution time, as the operator recorded it
+    (gpuserve.autoscaling.keda_calibration); 1.0 until a measurement contradicts the spec."""
     stable = max(1, math.ceil(config.stable_window))
     return KedaScaling(
-        rate_threshold=_rate_threshold(config, accel),
+        rate_threshold=_rate_threshold(config, accel, service_scale),
         rate_window_s=QueryWindows(scrape_interval).rate_window_over(stable),
         queue_threshold=config.target_queue_depth,
         polling_s=max(1, math.ceil(config.panic_window)),
@@ -79,13 +86,16 @@ def rate_threshold(svc: InferenceService, accel: AcceleratorClassSpec) -> float:
     return _rate_threshold(policy_config_from_spec(svc.spec), accel)
 
 
-def _rate_threshold(config: PolicyConfig, accel: AcceleratorClassSpec) -> float:
+def _rate_threshold(
+    config: PolicyConfig, accel: AcceleratorClassSpec, service_scale: float = 1.0
+) -> float:
     cap = replica_capacity(
         profile=config.profile,
         slo_latency=config.slo_latency,
         # The objective's own percentile unless the user asked for more headroom.
         quantile=config.planning_quantile or config.slo_quantile,
         speed=accel.relative_speed,
+        service_scale=service_scale,
     )
     return max(round(cap.rate * UTILISATION, 3), 0.001)
 
@@ -116,11 +126,12 @@ def scaled_object(
     accel: AcceleratorClassSpec,
     prometheus_url: str,
     scrape_interval: float = DEFAULT_SCRAPE_INTERVAL_S,
+    service_scale: float = 1.0,
 ) -> Obj:
     name = svc.metadata.name
     ns = svc.metadata.namespace or "default"
     config = policy_config_from_spec(svc.spec)
-    k = keda_scaling(config, accel, scrape_interval)
+    k = keda_scaling(config, accel, scrape_interval, service_scale)
     series = f'{{namespace="{ns}",service="{name}"}}'
     window = promql_range(k.rate_window_s)
     triggers: list[Obj] = [

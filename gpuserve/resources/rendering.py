@@ -90,6 +90,8 @@ class RenderInput:
     # Prometheus scrapes (the trigger's rate() range holds the samples it needs).
     prometheus_url: str = "http://prometheus.monitoring:9090"
     scrape_interval: float = DEFAULT_SCRAPE_INTERVAL_S
+    # Measured / stated execution time the KEDA threshold is sized for (status.kedaCalibration).
+    keda_service_scale: float = 1.0
 
 
 def _owner(service: InferenceService) -> Obj:
@@ -349,7 +351,14 @@ def render_children(inp: RenderInput) -> list[Obj]:
             # KEDA owns this Deployment's replica count; gpuserve must not apply it.
             keda_target = class_name
             del dep["spec"]["replicas"]
-            so = scaled_object(svc, class_name, accel, inp.prometheus_url, inp.scrape_interval)
+            so = scaled_object(
+                svc,
+                class_name,
+                accel,
+                inp.prometheus_url,
+                inp.scrape_interval,
+                service_scale=inp.keda_service_scale,
+            )
             so["metadata"] = _meta(svc, svc.metadata.name)
             children.append(so)
         children.append(dep)

@@ -24,7 +24,6 @@ from typing import Literal
 from gpuserve.api.models import AcceleratorClassSpec
 from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.query_windows import DEFAULT_SCRAPE_INTERVAL_S
-from gpuserve.resources.keda import keda_scaling
 from gpuserve.sim.baselines import HpaQueueDepth, KedaPrometheus, KnativeKpa, StaticPeak
 from gpuserve.sim.calibrating import read_replica, slo_capacity
 from gpuserve.sim.config import SimConfig
@@ -72,8 +71,13 @@ def make_scaler(
     if name == "gpuserve":
         return GpuserveScaler(config=policy)
     if name == RENDERED_KEDA:
-        scaling = keda_scaling(policy, accel, scrape_interval)
-        return RenderedKeda(scaling=scaling, min_replicas=lo, max_replicas=hi)
+        return RenderedKeda(
+            policy=policy,
+            accel=accel,
+            scrape_interval=scrape_interval,
+            min_replicas=lo,
+            max_replicas=hi,
+        )
     if name == "oracle" or name == "static":
         if plan is None:
             raise ValueError(f"{name} needs the oracle plan")

@@ -13,6 +13,7 @@ from simulate_helpers import CLASSES, simulate, steady_trace
 
 from cli.rendering import load_documents, render_service, split_manifests
 from gpuserve.autoscaling.from_spec import policy_config_from_spec
+from gpuserve.autoscaling.query_windows import DEFAULT_SCRAPE_INTERVAL_S
 from gpuserve.resources.keda import keda_scaling
 from gpuserve.sim.baselines import HpaBehaviour
 from gpuserve.sim.keda_engine import RenderedKeda
@@ -30,12 +31,16 @@ def _scaled_object() -> dict[str, Any]:
 def test_the_replayed_hpa_is_the_rendered_one() -> None:
     rendered = _scaled_object()["spec"]
     services, classes = split_manifests(load_documents([KEDA, CLASSES]))
-    k = keda_scaling(policy_config_from_spec(services[0].spec), classes["l4"])
+    policy = policy_config_from_spec(services[0].spec)
+    k = keda_scaling(policy, classes["l4"])
     scaler = RenderedKeda(
-        scaling=k,
+        policy=policy,
+        accel=classes["l4"],
+        scrape_interval=DEFAULT_SCRAPE_INTERVAL_S,
         min_replicas=rendered["minReplicaCount"],
         max_replicas=rendered["maxReplicaCount"],
     )
+    assert scaler.scaling == k
     behavior = rendered["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
     up = {p["type"]: p["value"] for p in behavior["scaleUp"]["policies"]}
     assert (scaler.behaviour.up_percent, scaler.behaviour.up_pods) == (up["Percent"], up["Pods"])
@@ -108,3 +113,53 @@ def test_the_replayed_window_is_the_rendered_one_where_the_scrape_widens_it(
     code, out, err = simulate(capsys, svc, steady_trace(tmp_path))
     assert code == 0, err
     assert "per replica over 60s" in out, out
+
+
+def test_the_replay_sizes_the_threshold_again_from_the_measured_compute_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model three times slower than its spec states: the rendered threshold alone
+    keeps too few pods; the operator's measurement (status.kedaCalibration) sizes it
+    again, and the replay does what the operator does."""
+    body = yaml.safe_load(KEDA.read_text())
+    body["spec"]["batching"] = {"maxBatchSize": 0}
+    body["spec"]["model"]["parameters"] = {"exec_time_ms": "5", "per_item_ms": "0"}
+    svc = tmp_path / "svc.yaml"
+    svc.write_text(yaml.safe_dump(body))
+    times = tmp_path / "times.yaml"
+    times.write_text("kind: ServiceTimes\ntimePerBatch: 15ms\ntimePerItem: 0ms\ncoldStart: 45s\n")
+    trace = tmp_path / "busy.csv"
+    rows = (f"{k / 100:.4f},100,10" for k in range(100 * 300))  # 100 req/s for 5 minutes
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "\n".join(rows) + "\n")
+    code, out, err = simulate(capsys, svc, trace, "--times", str(times))
+    assert code == 0, err
+    stated = re.search(r"KEDA as rendered.*?: ([\d.]+) req/s per replica", out)
+    recorded = re.search(
+        r"status.kedaCalibration: recorded .*?executions ([\d.]+)x as long; "
+        r"threshold then ([\d.]+) req/s per replica",
+        out,
+    )
+    assert stated and recorded, out
+    assert float(recorded.group(1)) == pytest.approx(3.0, rel=0.1)
+    assert float(recorded.group(2)) < float(stated.group(1)) / 3
+    # One pod serves at most 66 req/s of 15-ms executions; the stated threshold lets one
+    # take all 100 (10 % within the objective); the measured one keeps enough.
+    attained = re.search(r"attainment ([\d.]+)%", out)
+    assert attained and float(attained.group(1)) >= 95.0, out
+    # The threshold as rendered alone, asked for: one pod takes it all.
+    code, out, err = simulate(capsys, svc, trace, "--times", str(times), "--keda-as-rendered")
+    assert code == 0, err
+    assert "status.kedaCalibration: not replayed (--keda-as-rendered)" in out, out
+    alone = re.search(r"attainment ([\d.]+)%", out)
+    assert alone and float(alone.group(1)) < 50.0, out
+
+
+def test_the_threshold_as_rendered_is_a_what_if_of_the_keda_replay_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = steady_trace(tmp_path)
+    code, _, err = simulate(capsys, KEDA, trace, "--policy", "gpuserve", "--keda-as-rendered")
+    assert code == 1 and "--keda-as-rendered goes with --policy gpuserve-keda" in err, err
+    llm = ROOT / "examples" / "llama-vllm.yaml"
+    code, _, err = simulate(capsys, llm, trace, "--keda-as-rendered")
+    assert code == 1 and "--keda-as-rendered (the gpuserve-keda replay)" in err, err

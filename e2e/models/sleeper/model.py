@@ -2,7 +2,9 @@
 
 Each execution of a batch of n items sleeps ``exec_time_ms + n * per_item_ms`` (model config
 ``parameters``; defaults 5 and 0.2), so batching pays off the way it does on a real accelerator.
-Optional ``load_time_ms`` (default 0) delays ``initialize`` to imitate a slow model load.
+Optional ``load_time_ms`` (default 0) delays ``initialize`` to imitate a slow model load, and
+``slowdown`` (default 1) multiplies every execution's sleep: a model slower than the times its
+parameters state, as one profiled on other hardware is (the operator reads those times).
 
 Outputs are paired with inputs by position: output i is a copy of input i when dtype and shape
 agree (the catalogue signature ``INPUT`` FP32 [4] -> ``OUTPUT`` FP32 [4] is such a copy);
@@ -45,6 +47,9 @@ class TritonPythonModel:
         self.max_batch_size = int(config.get("max_batch_size", 0))
         self.exec_s = _param(config, "exec_time_ms", DEFAULT_EXEC_TIME_MS) / 1000.0
         self.per_item_s = _param(config, "per_item_ms", DEFAULT_PER_ITEM_MS) / 1000.0
+        slowdown = _param(config, "slowdown", 1.0)
+        self.exec_s *= slowdown
+        self.per_item_s *= slowdown
         self.inputs = [(i["name"], i["data_type"]) for i in config.get("input", [])]
         self.outputs = [
             (o["name"], _numpy_dtype(o["data_type"]), [int(d) for d in o.get("dims", [])])
