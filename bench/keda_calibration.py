@@ -10,7 +10,7 @@ stated times (a ServiceTimes document), under four workloads: the Azure conversa
 trace at 16x, Poisson at 100 req/s, on/off bursts and a slow drift (both 60 req/s on
 average, seeded, 10 minutes); the batching service at six times the generated loads.
 Columns: the ScaledObject with the operator's measurement (`gpuserve-keda`), the threshold
-as rendered from the spec alone (`--keda-as-rendered`), the builtin engine, and the
+as rendered from the spec alone (`--no-keda-calibration`), the builtin engine, and the
 oracle; each cell is attainment (% of requests within the objective) and GPU-hours.
 """
 
@@ -44,7 +44,7 @@ DURATION_S = 600.0
 BATCHED_LOAD = 6.0
 COLUMNS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("measured", ("--policy", "gpuserve-keda")),
-    ("as rendered", ("--policy", "gpuserve-keda", "--keda-as-rendered")),
+    ("as rendered", ("--policy", "gpuserve-keda", "--no-keda-calibration")),
     ("builtin", ("--policy", "gpuserve")),
     ("oracle", ("--policy", "oracle")),
 )

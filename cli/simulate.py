@@ -115,7 +115,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "a peer's model, static at the trace's peak, or the oracle",
     )
     p.add_argument(
-        "--keda-as-rendered",
+        "--no-keda-calibration",
         action="store_true",
         help=f"with {RENDERED_KEDA}: keep the threshold rendered from the spec's service "
         "times, as if the operator never measured the model (status.kedaCalibration): what "
@@ -215,9 +215,9 @@ def run(args: argparse.Namespace) -> int:
     policy = replace(policy, rate_window=config.rate_window)
     keda = _rendered_keda(spec, classes) if args.policy == RENDERED_KEDA else None
     if keda is not None:
-        keda = replace(keda, measured=not args.keda_as_rendered)
-    elif args.keda_as_rendered:
-        raise SimulateError(f"--keda-as-rendered goes with --policy {RENDERED_KEDA}")
+        keda = replace(keda, measured=not args.no_keda_calibration)
+    elif args.no_keda_calibration:
+        raise SimulateError(f"--no-keda-calibration goes with --policy {RENDERED_KEDA}")
     try:
         rows = parse_trace(trace_lines(args.trace))
     except OSError as exc:
@@ -406,7 +406,8 @@ def _keda_line(k: KedaScaling, policy: PolicyConfig) -> str:
         else ""
     )
     return (
-        f"KEDA as rendered (at a {DEFAULT_SCRAPE_INTERVAL_S:g}-s scrape): {k.rate_threshold} "
+        f"KEDA as rendered from the spec's service times (at a "
+        f"{DEFAULT_SCRAPE_INTERVAL_S:g}-s scrape): {k.rate_threshold} "
         f"req/s per replica over {k.rate_window_s:g}s{queue}; scale-down window "
         f"{k.down_window_s}s, per {HPA_PERIOD_S}s up by max({k.up_percent}%, {k.up_pods} pods), "
         f"down by {k.down_percent}%{zero}"
@@ -434,11 +435,10 @@ def _run(
         plan=plan,
         accel=keda.accel if keda else REFERENCE_CLASS,
         scrape_interval=DEFAULT_SCRAPE_INTERVAL_S if keda else config.scrape_interval,
+        keda_calibration=keda.measured if keda else True,
     )
     if isinstance(scaler, GpuserveScaler):
         scaler.keep_decisions = True  # for the conditions' lines of the report
-    if isinstance(scaler, RenderedKeda) and keda is not None:
-        scaler.calibrate = keda.measured
     start = plan.replicas[0] if plan else config.initial_replicas
     cfg = replace(sim_config_for(name, config, config.warm_pool), initial_replicas=start)
     result = simulate(config=cfg, workload=workload, scaler=scaler)
@@ -466,7 +466,7 @@ def _condition_lines(scaler: Scaler, policy: PolicyConfig, since: float) -> list
 
 def _calibration_lines(scaler: RenderedKeda) -> list[str]:
     if not scaler.calibrate:
-        return ["status.kedaCalibration: not replayed (--keda-as-rendered)"]
+        return ["status.kedaCalibration: not replayed (--no-keda-calibration)"]
     if not scaler.calibrations:
         return ["status.kedaCalibration: no execution measured; the threshold stays as rendered"]
     at, last = scaler.calibrations[-1]

@@ -95,8 +95,8 @@ def _refuse_request_flags(args: argparse.Namespace, name: str) -> None:
         )
     if args.tokens_per_item is not None:
         given.append("--tokens-per-item (a token replay batches tokens, not items)")
-    if getattr(args, "keda_as_rendered", False):
-        given.append(f"--keda-as-rendered (the {RENDERED_KEDA} replay)")
+    if getattr(args, "no_keda_calibration", False):
+        given.append(f"--no-keda-calibration (the {RENDERED_KEDA} replay)")
     if given:
         raise SimulateError(
             f"InferenceService {name} is an LLM service, replayed token by token: "

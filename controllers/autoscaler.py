@@ -41,6 +41,7 @@ from gpuserve.api.status import InferenceServiceStatus, RoutedAroundStatus, Scal
 from gpuserve.autoscaling import Decision, MetricHistory, MetricSample, PolicyMemory, decide
 from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.from_spec import policy_config_from_spec
+from gpuserve.autoscaling.keda_calibration import threshold_measured
 from gpuserve.autoscaling.limits import limited_condition
 from gpuserve.autoscaling.outruns import covered_condition
 from gpuserve.autoscaling.pools import PoolState
@@ -120,7 +121,7 @@ def evaluate(
     except ValidationError:
         return None  # converge reports it as Stalled
     engine = svc.spec.scaling.engine
-    if engine != "builtin" and (engine != "keda" or _llm_format(body)):
+    if engine != "builtin" and not threshold_measured(svc.spec):
         return None
     view = view_of(key, kw)
     windows = state.settings.windows  # the scrape interval and the windows behind it
@@ -135,14 +136,18 @@ def evaluate(
         )
 
     config = policy_config(svc.spec)
-    history = _history(memory, reading, 2 * config.stable_window)
     if engine == "keda":
         # KEDA sizes the service; what is left here is the threshold's measurement.
-        keda_calibrating.calibrate(body, svc, config, view, history, reading.sample.at)
+        history = _history(memory, reading, 2 * config.stable_window)
+        try:
+            keda_calibrating.calibrate(body, svc, config, view, history, reading.sample.at)
+        except kube.StaleStatus:
+            return None  # the reconcile wrote first; quiet stays unset, so the next pass tries
         memory.quiet = quiet if silent else None
         return None
     if _awaiting_first_pods(body, svc, view, reading.sample.at):
         return None  # the first decision starts from the pods the spec asked for
+    history = _history(memory, reading, 2 * config.stable_window)
     try:
         decision = _decide_and_record(
             body, svc, config, view, reading, history, memory, ready, vllm

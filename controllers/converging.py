@@ -31,6 +31,7 @@ from gpuserve.api.models import (
     parse_inference_service,
 )
 from gpuserve.api.status import InferenceServiceStatus, PoolStatus
+from gpuserve.autoscaling.keda_calibration import threshold_measured
 from gpuserve.placement import service_plan
 from gpuserve.placement.service_plan import ServicePlan, plan_service
 from gpuserve.resources import inference_pool
@@ -176,8 +177,8 @@ def _converge(body: Obj, view: ClusterView, state: OperatorState, events: list[E
         status.routed_around = []  # KEDA or advice: the autoscaler names none any more
     if svc.spec.scaling.engine != "builtin":
         status.conditions = without(status.conditions, AUTOSCALER_CONDITIONS)
-    if svc.spec.scaling.engine != "keda":
-        status.keda_calibration = None  # measured for a ScaledObject there is no more
+    if not threshold_measured(svc.spec):
+        status.keda_calibration = None  # measured for a threshold there is no more
     plan = plan_service(
         svc.spec,
         owner=f"{meta.get('namespace', '')}/{meta['name']}",

@@ -149,12 +149,30 @@ def reconcile_key(key: tuple[str, str], kw: dict[str, Any]) -> None:
         reconcile(entry.unpack(), kw)
 
 
+def what_queues(body: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What of a service, when it moves, queues it for a reconcile.
+
+    The uid: deleted and made anew under the same name. The generation: the spec moved.
+    The autoscaler's results that change what is rendered, applied once the index holds
+    them: the desired sizes, the pods to route around, and the scale a ScaledObject's
+    threshold is rendered for (controllers.keda_calibrating). Other status writes are the
+    operator's own results and queue nothing."""
+    meta = body.get("metadata") or {}
+    status = body.get("status") or {}
+    return (
+        str(meta.get("uid")),
+        meta.get("generation"),
+        status.get("desiredReplicas"),
+        status.get("desiredWarmPool"),
+        routed_around(status),
+        (status.get("kedaCalibration") or {}).get("serviceScale"),
+    )
+
+
 # An event handler, not kopf's create/update/resume handlers: those keep their progress
 # and a copy of the last handled spec on the object, two extra writes (and two more watch
 # events) per new service. The spec's generation says the same: a service is queued when
-# the operator sees it first (listing, creation), whenever its generation moves, and when
-# the autoscaler changes status.desiredReplicas, desiredWarmPool or the pods in
-# routedAround. Other status writes are the operator's own results and queue nothing.
+# the operator sees it first (listing, creation) and whenever what_queues moves.
 @kopf.on.event(*ISVC)
 async def on_inference_service_event(
     namespace: str | None, name: str, body: kopf.Body, type: str | None, **kw: Any
@@ -164,17 +182,7 @@ async def on_inference_service_event(
     if type == "DELETED":
         state.last_queued.pop(key, None)
         return
-    meta = body.get("metadata", {})
-    status = body.get("status") or {}
-    # The uid: deleted and made anew under the same name. The desired sizes and the pods
-    # to route around: the autoscaler's decision, applied once the index holds it.
-    seen = (
-        str(meta.get("uid")),
-        meta.get("generation"),
-        status.get("desiredReplicas"),
-        status.get("desiredWarmPool"),
-        routed_around(status),
-    )
+    seen = what_queues(body)
     if state.last_queued.get(key) != seen:
         state.last_queued[key] = seen
         state.queue.add(key)

@@ -18,9 +18,9 @@ from controllers.converging import ClusterView, as_body, desired_serving, now_rf
 from gpuserve.api.models import InferenceService
 from gpuserve.api.status import InferenceServiceStatus, KedaCalibrationStatus
 from gpuserve.autoscaling.config import PolicyConfig
-from gpuserve.autoscaling.keda_calibration import KedaCalibration, describe, recalibrate
+from gpuserve.autoscaling.keda_calibration import KedaCalibration, calibrate_from, describe
 from gpuserve.autoscaling.metrics import MetricHistory
-from gpuserve.autoscaling.service_scale import ComputeMeasurement, measured_compute, ready_speed
+from gpuserve.autoscaling.service_scale import ComputeMeasurement
 from gpuserve.placement.service_plan import pool_state
 from gpuserve.resources.naming import SERVICES_PLURAL
 
@@ -47,42 +47,56 @@ def calibrate(
     now: float,
 ) -> KedaCalibration | None:
     """Record a new calibration when the measurement moves it; returns what was written.
-    A write refused as stale is left to the next pass, which measures again."""
+
+    A recorded calibration that stays is described again when the spec's service times
+    moved within the band, so its message never quotes times the spec no longer states.
+    Raises kube.StaleStatus when the object changed meanwhile: the caller's next pass
+    measures again."""
     meta = body["metadata"]
     live = dict(body.get("status") or {})
     status = InferenceServiceStatus.model_validate(live)
+    found = status.keda_calibration
+    recorded = recorded_calibration(status)
     stable = history.between(now - config.stable_window, now + 1e-9)
     pools = pool_state(
         svc.spec, cluster=view.cluster, now=now, serving_target=desired_serving(svc, status)
     )
-    new = recalibrate(
-        recorded_calibration(status),
-        measured_compute(stable),
-        speed=ready_speed(pools),
-        profile=config.profile,
-    )
+    new = calibrate_from(recorded, stable, pools, config.profile)
     if new is None:
+        if found is None or recorded is None:
+            return None
+        message = describe(recorded, config.profile)
+        if message == found.message:
+            return None
+        found.message = message  # the same threshold, told against the spec's new times
+        _write(body, status, live)
         return None
     message = describe(new, config.profile)
     status.keda_calibration = KedaCalibrationStatus(
-        time=now_rfc3339(),
+        # A record judged again against a new spec keeps the time of its measurement.
+        time=found.time
+        if found and recorded and new.measured == recorded.measured
+        else now_rfc3339(),
         compute_ms=round(new.measured.compute * 1e3, 3),
         mean_batch=round(new.measured.mean_batch, 3),
         relative_speed=new.speed,
         service_scale=new.scale,
         message=message,
     )
-    try:
-        kube.patch_status(
-            plural=SERVICES_PLURAL,
-            name=meta["name"],
-            namespace=meta["namespace"],
-            status=status.model_dump(by_alias=True, exclude_none=True, mode="json"),
-            live_status=live,
-            resource_version=meta.get("resourceVersion"),
-        )
-    except kube.StaleStatus:
+    if not _write(body, status, live):
         return None
     log.info("%s/%s KedaCalibrated %s", meta["namespace"], meta["name"], message)
     kopf.event(as_body(body), type="Normal", reason="KedaCalibrated", message=message)
     return new
+
+
+def _write(body: dict[str, Any], status: InferenceServiceStatus, live: dict[str, Any]) -> bool:
+    meta = body["metadata"]
+    return kube.patch_status(
+        plural=SERVICES_PLURAL,
+        name=meta["name"],
+        namespace=meta["namespace"],
+        status=status.model_dump(by_alias=True, exclude_none=True, mode="json"),
+        live_status=live,
+        resource_version=meta.get("resourceVersion"),
+    )

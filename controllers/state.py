@@ -122,11 +122,8 @@ class OperatorState:
     )
     # A digest of what gpuserve applied to each child, by (kind, namespace, name).
     child_digests: dict[tuple[str, str, str], int] = field(default_factory=dict)
-    # What each service was last queued for: uid, generation, the desired sizes and the
-    # pods to route around.
-    last_queued: dict[
-        tuple[str, str], tuple[str, int | None, int | None, int | None, tuple[str, ...]]
-    ] = field(default_factory=dict)
+    # What each service was last queued for (controllers.inferenceservice.what_queues).
+    last_queued: dict[tuple[str, str], tuple[Any, ...]] = field(default_factory=dict)
 
     @classmethod
     def start(cls, settings: Settings) -> OperatorState:

@@ -4,20 +4,29 @@ compute time (gpuserve.autoscaling.keda_calibration), and the rendering uses it.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
+import yaml
 
+from controllers.inferenceservice import what_queues
 from gpuserve.api.models import AcceleratorClassSpec, parse_inference_service
+from gpuserve.api.status import KedaCalibrationStatus
 from gpuserve.autoscaling.config import ServiceProfile
 from gpuserve.autoscaling.keda_calibration import (
     BAND,
     KedaCalibration,
+    calibrate_from,
     describe,
     recalibrate,
+    threshold_measured,
 )
+from gpuserve.autoscaling.metrics import MetricSample
+from gpuserve.autoscaling.pools import ClassPool, PoolState
 from gpuserve.autoscaling.service_scale import SCALE_BOUNDS, ComputeMeasurement
 from gpuserve.resources.rendering import PoolPlan, RenderInput, render_children
 
+ROOT = Path(__file__).resolve().parents[1]
 # No batching: a correct profile explains exactly S(1), so the scale is measured / stated.
 STATED = ServiceProfile(time_per_batch=0.010, time_per_item=0.0)
 L4 = AcceleratorClassSpec(gpu_product="NVIDIA-L4")
@@ -76,6 +85,52 @@ def test_the_correction_stops_at_its_bounds_and_says_what_to_do() -> None:
     assert fast is not None and fast.scale == SCALE_BOUNDS[0]
 
 
+def _window(ms: float) -> list[MetricSample]:
+    # One request per execution: item and execution rates are equal, a mean batch of 1.
+    return [
+        MetricSample(at=t, avg_compute_time=ms / 1e3, item_rate=5.0, exec_rate=5.0)
+        for t in (0.0, 5.0, 10.0)
+    ]
+
+
+def test_executions_measured_while_no_pod_is_ready_move_nothing() -> None:
+    recorded = KedaCalibration(measured=_measured(10.0), speed=1.0, scale=1.0)
+    gone = PoolState(classes=(ClassPool(name="l4", speed=2.0),))
+    assert calibrate_from(recorded, _window(30.0), gone, STATED) is None
+    serving = PoolState(classes=(ClassPool(name="l4", speed=2.0, serving_ready=2),))
+    new = calibrate_from(recorded, _window(30.0), serving, STATED)
+    # 30 ms on pods twice as fast as the reference: 6x the 5 ms stated for them, bounded.
+    assert new is not None and new.speed == 2.0 and new.scale == SCALE_BOUNDS[1]
+
+
+def test_a_hand_edited_record_out_of_range_reads_as_one_the_operator_could_write() -> None:
+    found = KedaCalibrationStatus.model_validate(
+        {"time": "t", "computeMs": 30.0, "meanBatch": 1.0, "relativeSpeed": 0, "serviceScale": 0}
+    )
+    assert found.service_scale == SCALE_BOUNDS[0] and found.relative_speed == 1.0
+    assert (
+        KedaCalibrationStatus.model_validate(
+            {**found.model_dump(), "service_scale": 9}
+        ).service_scale
+        == SCALE_BOUNDS[1]
+    )
+    recorded = KedaCalibration(
+        measured=_measured(found.compute_ms), speed=found.relative_speed, scale=found.service_scale
+    )
+    again = recalibrate(recorded, None, speed=1.0, profile=STATED)  # no division by zero
+    assert again is not None and again.scale == 3.0
+
+
+def test_a_new_scale_queues_a_reconcile_and_a_new_message_does_not() -> None:
+    def body(scale: float, message: str) -> dict[str, object]:
+        record = {"serviceScale": scale, "message": message, "time": message}
+        return {"metadata": {"uid": "u", "generation": 2}, "status": {"kedaCalibration": record}}
+
+    assert what_queues(body(3.0, "a")) == what_queues(body(3.0, "b"))
+    assert what_queues(body(3.0, "a")) != what_queues(body(2.0, "a"))
+    assert what_queues(body(3.0, "a")) != what_queues({"metadata": {"uid": "u", "generation": 2}})
+
+
 SERVICE = {
     "apiVersion": "gpuserve.io/v1alpha1",
     "kind": "InferenceService",
@@ -92,6 +147,19 @@ SERVICE = {
         "scaling": {"minReplicas": 1, "maxReplicas": 8, "engine": "keda"},
     },
 }
+
+
+def test_only_a_keda_service_of_requests_has_its_threshold_measured() -> None:
+    keda = parse_inference_service(copy.deepcopy(SERVICE)).spec
+    assert threshold_measured(keda)
+    builtin = copy.deepcopy(SERVICE)
+    builtin["spec"]["scaling"]["engine"] = "builtin"
+    assert not threshold_measured(parse_inference_service(builtin).spec)
+    llm = yaml.safe_load((ROOT / "examples" / "llama-vllm.yaml").read_text())
+    llm["metadata"]["namespace"] = "ns"
+    llm["spec"]["scaling"] = {"minReplicas": 1, "maxReplicas": 8, "engine": "keda"}
+    llm_spec = parse_inference_service(llm).spec
+    assert llm_spec.is_llm and not threshold_measured(llm_spec)
 
 
 def _threshold(scale: float) -> float:

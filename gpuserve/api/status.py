@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
+
+from gpuserve.autoscaling.service_scale import SCALE_BOUNDS as SERVICE_SCALE_BOUNDS
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 
@@ -60,20 +62,34 @@ class RoutedAroundStatus(_Status):
 
 
 class KedaCalibrationStatus(_Status):
-    time: str = Field(description="When the measurement was recorded (RFC 3339).")
+    time: str = Field(description="When Triton's compute time was measured (RFC 3339).")
     compute_ms: float = Field(
         description="Triton's mean compute time per request over the stable window, ms (a "
         "batch's time counts for each of its requests)."
     )
     mean_batch: float = Field(description="The mean batch those requests ran in.")
     relative_speed: float = Field(
-        description="The relative speed of the AcceleratorClass of the pods measured."
+        description="The relative speed of the pods measured: their AcceleratorClasses' "
+        "speeds, weighted by the number of ready serving pods of each."
     )
     service_scale: float = Field(
-        description="Measured over stated execution time, within 0.5-4 (1: the measurement "
-        "agrees with spec.serviceTimes); the ScaledObject's threshold is sized for it."
+        description="Measured over stated execution time (1: the measurement agrees with "
+        "spec.serviceTimes); the ScaledObject's threshold is rendered for it.",
+        json_schema_extra={"minimum": SERVICE_SCALE_BOUNDS[0], "maximum": SERVICE_SCALE_BOUNDS[1]},
     )
     message: str = Field(default="", description="What was measured and what it changes.")
+
+    # Written only by the operator, but status can be edited by hand: a value out of range
+    # is read as the nearest one the operator could have written, never as 0.
+    @field_validator("service_scale")
+    @classmethod
+    def _within_bounds(cls, value: float) -> float:
+        return min(max(value, SERVICE_SCALE_BOUNDS[0]), SERVICE_SCALE_BOUNDS[1])
+
+    @field_validator("relative_speed")
+    @classmethod
+    def _positive(cls, value: float) -> float:
+        return value if value > 0.0 else 1.0
 
 
 class InferenceServiceStatus(_Status):

@@ -12,19 +12,32 @@ the threshold by more than ``BAND``: the ScaledObject is not rewritten on noise.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpuserve.api.models import InferenceServiceSpec
 from gpuserve.autoscaling.config import ServiceProfile
 from gpuserve.autoscaling.from_spec import TIME_PARAMS
+from gpuserve.autoscaling.metrics import MetricSample
+from gpuserve.autoscaling.pools import PoolState
 from gpuserve.autoscaling.service_scale import (
     SCALE_BOUNDS,
     ComputeMeasurement,
+    measured_compute,
     predicted_band,
+    ready_speed,
     service_scale,
 )
 
 # A measured scale within this factor of the recorded one keeps the recorded threshold.
 BAND = 1.15
+
+
+def threshold_measured(spec: InferenceServiceSpec) -> bool:
+    """Whether the service's ScaledObject threshold follows the measured compute time: a
+    KEDA service that is not an LLM's. Triton's compute time for a streamed generation
+    spans the whole generation, which the request-level service times do not describe."""
+    return spec.scaling.engine == "keda" and not spec.is_llm
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +48,21 @@ class KedaCalibration:
     measured: ComputeMeasurement
     speed: float
     scale: float
+
+
+def calibrate_from(
+    recorded: KedaCalibration | None,
+    stable: Sequence[MetricSample],
+    pools: PoolState,
+    profile: ServiceProfile,
+) -> KedaCalibration | None:
+    """The calibration to record now from the stable window's scrapes, or None to keep
+    ``recorded`` (the operator's pass and the replay both judge by this)."""
+    # Executions seen while no serving pod is ready (all gone since) say nothing of the
+    # speed they ran at: only the recorded measurement is judged again then.
+    measured = pools.serving_ready > 0
+    fresh = measured_compute(stable) if measured else None
+    return recalibrate(recorded, fresh, speed=ready_speed(pools), profile=profile)
 
 
 def recalibrate(
@@ -81,6 +109,6 @@ def describe(calibration: KedaCalibration, profile: ServiceProfile) -> str:
         else ""
     )
     return (
-        f"{seen}: the ScaledObject's request-rate threshold per replica is sized for "
+        f"{seen}: the ScaledObject's request-rate threshold per replica is rendered for "
         f"executions {scale:g}x as long{bound}"
     )

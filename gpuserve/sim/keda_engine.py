@@ -18,8 +18,7 @@ from typing import Final
 
 from gpuserve.api.models import AcceleratorClassSpec
 from gpuserve.autoscaling.config import PolicyConfig
-from gpuserve.autoscaling.keda_calibration import KedaCalibration, recalibrate
-from gpuserve.autoscaling.service_scale import measured_compute, ready_speed
+from gpuserve.autoscaling.keda_calibration import KedaCalibration, calibrate_from
 from gpuserve.resources.keda import KedaScaling, keda_scaling
 from gpuserve.sim.baselines import HpaBehaviour, HpaFed
 from gpuserve.sim.scalers import ScalerView
@@ -71,12 +70,7 @@ class RenderedKeda(HpaFed):
     def _calibrate(self, view: ScalerView) -> None:
         window = self.policy.stable_window
         stable = view.store.history(view.now, window).samples
-        new = recalibrate(
-            self.calibration,
-            measured_compute(stable),
-            speed=ready_speed(view.pools),
-            profile=self.policy.profile,
-        )
+        new = calibrate_from(self.calibration, stable, view.pools, self.policy.profile)
         if new is None:
             return
         self.calibration = new

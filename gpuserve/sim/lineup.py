@@ -64,9 +64,11 @@ def make_scaler(
     plan: OraclePlan | None,
     scrape_interval: float = DEFAULT_SCRAPE_INTERVAL_S,
     accel: AcceleratorClassSpec = REFERENCE_CLASS,
+    keda_calibration: bool = True,
 ) -> Scaler:
     """``scrape_interval`` and ``accel``: the Prometheus scrape interval and the class
-    the rendered KEDA trigger (``gpuserve-keda``) is derived for, as the operator's is."""
+    the rendered KEDA trigger (``gpuserve-keda``) is derived for, as the operator's is;
+    ``keda_calibration``: whether its threshold follows the measured compute time."""
     lo, hi = max(1, policy.min_replicas), policy.max_replicas
     if name == "gpuserve":
         return GpuserveScaler(config=policy)
@@ -77,6 +79,7 @@ def make_scaler(
             scrape_interval=scrape_interval,
             min_replicas=lo,
             max_replicas=hi,
+            calibrate=keda_calibration,
         )
     if name == "oracle" or name == "static":
         if plan is None:

@@ -147,9 +147,9 @@ def test_the_replay_sizes_the_threshold_again_from_the_measured_compute_time(
     attained = re.search(r"attainment ([\d.]+)%", out)
     assert attained and float(attained.group(1)) >= 95.0, out
     # The threshold as rendered alone, asked for: one pod takes it all.
-    code, out, err = simulate(capsys, svc, trace, "--times", str(times), "--keda-as-rendered")
+    code, out, err = simulate(capsys, svc, trace, "--times", str(times), "--no-keda-calibration")
     assert code == 0, err
-    assert "status.kedaCalibration: not replayed (--keda-as-rendered)" in out, out
+    assert "status.kedaCalibration: not replayed (--no-keda-calibration)" in out, out
     alone = re.search(r"attainment ([\d.]+)%", out)
     assert alone and float(alone.group(1)) < 50.0, out
 
@@ -158,8 +158,8 @@ def test_the_threshold_as_rendered_is_a_what_if_of_the_keda_replay_only(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     trace = steady_trace(tmp_path)
-    code, _, err = simulate(capsys, KEDA, trace, "--policy", "gpuserve", "--keda-as-rendered")
-    assert code == 1 and "--keda-as-rendered goes with --policy gpuserve-keda" in err, err
+    code, _, err = simulate(capsys, KEDA, trace, "--policy", "gpuserve", "--no-keda-calibration")
+    assert code == 1 and "--no-keda-calibration goes with --policy gpuserve-keda" in err, err
     llm = ROOT / "examples" / "llama-vllm.yaml"
-    code, _, err = simulate(capsys, llm, trace, "--keda-as-rendered")
-    assert code == 1 and "--keda-as-rendered (the gpuserve-keda replay)" in err, err
+    code, _, err = simulate(capsys, llm, trace, "--no-keda-calibration")
+    assert code == 1 and "--no-keda-calibration (the gpuserve-keda replay)" in err, err
