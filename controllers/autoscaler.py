@@ -140,7 +140,7 @@ def evaluate(
         # KEDA sizes the service; what is left here is the threshold's measurement.
         history = _history(memory, reading, 2 * config.stable_window)
         try:
-            keda_calibrating.calibrate(body, svc, config, view, history, reading.sample.at)
+            keda_calibrating.calibrate(body, svc, config, view, history, memory, reading.sample.at)
         except kube.StaleStatus:
             return None  # the reconcile wrote first; quiet stays unset, so the next pass tries
         memory.quiet = quiet if silent else None

@@ -107,6 +107,9 @@ class ScalingMemory:
     policy: PolicyMemory | None = None
     # What the last evaluation without metrics saw (autoscaler: skip the next like it).
     quiet: tuple[object, ...] | None = None
+    # A KEDA calibration the installed CRD did not keep: (the generation it was written
+    # for, when to try again). Until then the autoscaler writes none.
+    keda_unkept: tuple[int | None, float] | None = None
 
 
 @dataclass

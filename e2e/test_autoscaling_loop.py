@@ -230,40 +230,33 @@ def test_a_switch_to_keda_drops_the_autoscalers_conditions(stack: Stack, namespa
     assert stalled and stalled["status"] == "False", stalled
 
 
-def test_under_keda_the_measured_compute_time_sizes_the_threshold(
-    stack: Stack, namespace: str
-) -> None:
-    """The model states 10 ms per request and takes 30 (its sleep is tripled): under KEDA
-    the operator records Triton's measurement, the scale the ScaledObject's threshold is
-    rendered for, and says so in an event; new stated times within the band keep the
-    record and are quoted in it; a switch back to the builtin engine removes it.
-    (This cluster serves no ScaledObject: the rendering from the record is a unit test's,
-    tests/test_keda_calibration.py.)"""
-    name = "calibrated"
+def slow_sleeper(name: str, exec_time_ms: float = 10, **scaling: Any) -> dict[str, Any]:
+    """A sleeper that states ``exec_time_ms`` per request and sleeps three times that."""
+    return sleeper_service(
+        name,
+        classes=["l4"],
+        exec_time_ms=exec_time_ms,
+        per_item_ms=0,
+        slowdown=3,
+        batching={"maxBatchSize": 0},  # one request per execution: measured = stated x3
+        slo=f"{SLO_MS:g}ms",
+        scaling={
+            "minReplicas": 1,
+            "maxReplicas": 2,
+            "warmPool": 0,
+            "stableWindow": "20s",
+            **scaling,
+        },
+        triton={"exitTimeoutSeconds": 5},
+    )
 
-    def body(exec_time_ms: float = 10, **scaling: Any) -> dict[str, Any]:
-        svc = sleeper_service(
-            name,
-            classes=["l4"],
-            exec_time_ms=exec_time_ms,
-            per_item_ms=0,
-            slowdown=3,
-            batching={"maxBatchSize": 0},  # one request per execution: measured = stated x3
-            slo=f"{SLO_MS:g}ms",
-            scaling={
-                "minReplicas": 1,
-                "maxReplicas": 2,
-                "warmPool": 0,
-                "stableWindow": "20s",
-                **scaling,
-            },
-            triton={"exitTimeoutSeconds": 5},
-        )
-        return svc
 
-    apply(stack.cluster, namespace, body())
+def loaded_under_keda(stack: Stack, namespace: str, name: str) -> float:
+    """Starts the slow sleeper under the builtin engine, switches it to KEDA (which this
+    cluster does not serve: Stalled), and sends it 30 s of load; returns when that ended."""
+    apply(stack.cluster, namespace, slow_sleeper(name))
     wait_ready(stack, namespace, name)
-    apply(stack.cluster, namespace, body(engine="keda"))
+    apply(stack.cluster, namespace, slow_sleeper(name, engine="keda"))
 
     def stalled() -> bool:
         found = condition(service_status(stack.cluster, namespace, name), "Stalled")
@@ -278,8 +271,21 @@ def test_under_keda_the_measured_compute_time_sizes_the_threshold(
     rate, seconds = 10.0, 30.0  # a third of one pod's 33 req/s: nothing queues
     limits = Limits(max_requests=int(rate * seconds) + 10, max_wall_s=seconds + 60)
     result = run_constant_rate(target, rate, seconds, limits)
-    ended = time.monotonic()
     assert result.failures == 0, [r.error for r in result.records if not r.ok][:5]
+    return time.monotonic()
+
+
+def test_under_keda_the_measured_compute_time_sizes_the_threshold(
+    stack: Stack, namespace: str
+) -> None:
+    """The model states 10 ms per request and takes 30 (its sleep is tripled): under KEDA
+    the operator records Triton's measurement, the scale the ScaledObject's threshold is
+    rendered for, and says so in an event; new stated times within the band keep the
+    record and are quoted in it; a switch back to the builtin engine removes it.
+    (This cluster serves no ScaledObject: the rendering from the record is a unit test's,
+    tests/test_keda_calibration.py.)"""
+    name = "calibrated"
+    ended = loaded_under_keda(stack, namespace, name)
 
     def recorded() -> dict[str, Any] | None:
         found: dict[str, Any] | None = service_status(stack.cluster, namespace, name).get(
@@ -303,7 +309,7 @@ def test_under_keda_the_measured_compute_time_sizes_the_threshold(
     # the band. (A fresh measurement would be judged on its own, as the unit tests show.)
     time.sleep(max(0.0, ended + 20.0 + RATE_WINDOW_S + 10.0 - time.monotonic()))
     settled = wait_for(recorded, 5, f"{name}: status.kedaCalibration")
-    apply(stack.cluster, namespace, body(exec_time_ms=11, engine="keda"))
+    apply(stack.cluster, namespace, slow_sleeper(name, exec_time_ms=11, engine="keda"))
 
     def told_again() -> dict[str, Any] | None:
         found = recorded()
@@ -313,12 +319,55 @@ def test_under_keda_the_measured_compute_time_sizes_the_threshold(
     assert retold["serviceScale"] == settled["serviceScale"], (settled, retold)
     assert retold["time"] == settled["time"], (settled, retold)
 
-    apply(stack.cluster, namespace, body())
+    apply(stack.cluster, namespace, slow_sleeper(name))
     wait_for(
         lambda: "kedaCalibration" not in service_status(stack.cluster, namespace, name),
         30,
         f"{name}: status.kedaCalibration removed under the builtin engine",
     )
+
+
+CRD = "customresourcedefinition/inferenceservices.gpuserve.io"
+RECORD_SCHEMA = (
+    "/spec/versions/0/schema/openAPIV3Schema/properties/status/properties/kedaCalibration"
+)
+
+
+def test_a_crd_that_does_not_keep_the_record_is_reported_once(stack: Stack, namespace: str) -> None:
+    """A CRD older than status.kedaCalibration (helm upgrade leaves CRDs as they are)
+    prunes the record: the operator says so once, in a warning naming the fix, and does
+    not write it again pass after pass."""
+    name = "unkept"
+    crd = json.loads(stack.cluster.kubectl("get", CRD, "-o", "json").stdout)
+    version = crd["spec"]["versions"][0]
+    assert version["name"] == "v1alpha1", version["name"]
+    schema = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    saved = schema["kedaCalibration"]
+
+    def patch(op: dict[str, Any]) -> None:
+        stack.cluster.kubectl("patch", CRD, "--type=json", "-p", json.dumps([op]))
+
+    patch({"op": "remove", "path": RECORD_SCHEMA})
+    try:
+        loaded_under_keda(stack, namespace, name)
+
+        def warned() -> list[dict[str, Any]] | None:
+            found = [
+                e
+                for e in events(stack.cluster, namespace, name)
+                if e["reason"] == "KedaCalibrationNotKept"
+            ]
+            return found or None
+
+        said = wait_for(warned, 30, f"{name}: the record reported as not kept")
+        assert said[0]["type"] == "Warning" and "apply this release's crds/" in said[0]["message"]
+        time.sleep(10.0)  # several more passes, each with the measurement in its window
+        reasons = [e["reason"] for e in events(stack.cluster, namespace, name)]
+        assert reasons.count("KedaCalibrationNotKept") == 1, reasons
+        assert "KedaCalibrated" not in reasons, reasons
+        assert "kedaCalibration" not in service_status(stack.cluster, namespace, name)
+    finally:
+        patch({"op": "add", "path": RECORD_SCHEMA, "value": saved})
 
 
 def test_prometheus_outage_holds_replicas_and_scaling_resumes(stack: Stack, namespace: str) -> None:
