@@ -3,7 +3,7 @@ ScaledObject's threshold is sized by (gpuserve.autoscaling.keda_calibration).
 
 The measurement goes to ``status.kedaCalibration``; the reconcile renders the threshold
 from it, so the ScaledObject has one writer and a restarted operator keeps what was
-measured. Status is written only when the recorded calibration changes.
+measured. Status is written only when the record or its message changes.
 """
 
 from __future__ import annotations
