@@ -60,8 +60,7 @@ def calibrate_from(
     ``recorded`` (the operator's pass and the replay both judge by this)."""
     # Executions seen while no serving pod is ready (all gone since) say nothing of the
     # speed they ran at: only the recorded measurement is judged again then.
-    measured = pools.serving_ready > 0
-    fresh = measured_compute(stable) if measured else None
+    fresh = measured_compute(stable) if pools.serving_ready > 0 else None
     return recalibrate(recorded, fresh, speed=ready_speed(pools), profile=profile)
 
 
