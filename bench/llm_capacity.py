@@ -3,7 +3,7 @@
     .venv/bin/python bench/llm_capacity.py [--seeds 3] [--minutes M] [--routing-only]
         [--only azure-conv,mooncake-conv,bursty,flash-crowd,diurnal,drift,periodic]
         [--vllm-default-chunks] [--scale-down-window SECONDS] [--cache out/llm-cache]
-        [--history MINUTES] [--routing least_loaded]
+        [--history MINUTES] [--routing least_loaded] [--rendered-keda]
     .venv/bin/python bench/llm_capacity.py --minutes 20 --chunk-sweep 512,1024,2048,4096,8192
 
 (the routing table runs with mooncake-conv, with no --only, or alone with --routing-only)
@@ -20,6 +20,14 @@ to that code starts a new folder, so a cache never gives figures the tree would 
 with the fewest running and waiting (what an endpoint picker reading the replicas' queues
 does, as an InferencePool's does) instead of a random one (a Kubernetes Service): what
 load-aware routing adds to each policy, the oracle's plan included.
+
+``--rendered-keda`` (added 2026-12-07) adds two rows after gpuserve: ``gpuserve-keda``,
+the ScaledObject gpuserve renders for an LLM service under ``scaling.engine: keda``
+(``gpuserve.resources.keda.llm_keda_scaling``: arrivals and waiting requests against the
+LLM rule's per-replica capacity on its default token mix), replayed through the HPA KEDA
+creates (``gpuserve.sim.llm.keda_rendered``); and ``gpuserve-keda-stated``, the same for a
+service that states the trace's token mix (``spec.llm.expectedTokens``, as a load test of
+the trace would give it, as the ``hpa-kv`` row's target is).
 
 ``--history MINUTES`` (added 2026-11-28, as bench/suite.py's ``--history``): the generated
 workloads (bursty, diurnal, drift, periodic) first serve that many minutes of another draw
@@ -281,6 +289,7 @@ def scalers_table(
     vllm_default_chunks: bool = False,
     history_s: float = 0.0,
     routing: Routing = "random",
+    rendered_keda: bool = False,
 ) -> None:
     """One table: every policy on ``workload`` over ``seeds`` seeds. With ``history_s``
     (and a workload that has one), every run serves that many seconds of another draw of
@@ -298,7 +307,13 @@ def scalers_table(
         key += f"-history{history_s:g}s" if history_s else ""
         key += f"-{routing}" if routing != "random" else ""
         sticks = _yardsticks(cache, key, config, trace, history_s)
-        for entry in compare(config, trace, scale_down_window_s=scale_down_window_s, reuse=sticks):
+        for entry in compare(
+            config,
+            trace,
+            scale_down_window_s=scale_down_window_s,
+            reuse=sticks,
+            rendered_keda=rendered_keda,
+        ):
             run = entry.run.measured_from(history_s) if history_s else entry.run
             by_name.setdefault(entry.name, []).append(replace(entry, run=run))
         # A new peak is one above the memory, the history's load included.
@@ -453,6 +468,11 @@ def main(argv: list[str] | None = None) -> None:
         "Kubernetes Service does; least_loaded: the fewest running and waiting)",
     )
     p.add_argument(
+        "--rendered-keda",
+        action="store_true",
+        help="add gpuserve-keda: the ScaledObject gpuserve renders under scaling.engine keda",
+    )
+    p.add_argument(
         "--cache",
         type=Path,
         default=None,
@@ -483,6 +503,7 @@ def main(argv: list[str] | None = None) -> None:
                     vllm_default_chunks=chunks,
                     history_s=60.0 * args.history,
                     routing=args.routing,
+                    rendered_keda=args.rendered_keda,
                 )
     if not args.only or "mooncake-conv" in args.only or args.routing_only:
         routing_table(args.minutes, args.seeds, vllm_default_chunks=chunks)

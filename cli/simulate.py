@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from cli.errors import SimulateError
+from cli.keda_line import keda_line
 from cli.plot_paths import plot_target
 from cli.rendering import load_documents, split_manifests
 from cli.simulate_llm import LLM_ONLY, run_llm
@@ -42,7 +43,7 @@ from gpuserve.autoscaling.keda_calibration import describe
 from gpuserve.autoscaling.limits import limited_line
 from gpuserve.autoscaling.outruns import tallest_outrun_line
 from gpuserve.autoscaling.query_windows import DEFAULT_SCRAPE_INTERVAL_S
-from gpuserve.resources.keda import HPA_PERIOD_S, KedaScaling, keda_scaling
+from gpuserve.resources.keda import KedaScaling, keda_scaling
 from gpuserve.sim.comparing import Setup, add_replay_arguments
 from gpuserve.sim.config import SimConfig
 from gpuserve.sim.from_spec import (
@@ -163,8 +164,7 @@ def run(args: argparse.Namespace) -> int:
             "pass the file that holds them with --classes FILE"
         ) from exc
     if args.policy is None:  # the service's own engine
-        by_keda = service.spec.scaling.engine == "keda" and not is_llm(service.spec)
-        args.policy = RENDERED_KEDA if by_keda else "gpuserve"
+        args.policy = RENDERED_KEDA if service.spec.scaling.engine == "keda" else "gpuserve"
     for line in _engine_note(service, args.policy):
         print(line)
     if args.plot:
@@ -251,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
     _, skipped = placement_order(spec, classes)
     print(_inputs(config, times, stated, [issue.message for issue in skipped]))
     if keda is not None:
-        print(_keda_line(keda.numbers, keda.policy))
+        print(keda_line(keda.numbers, min_replicas=keda.policy.min_replicas, llm=False))
     print(_report(service.metadata.name, args, result, policy, elapsed))
     for line in conditions:
         print(line)
@@ -295,20 +295,15 @@ def _chosen(
 
 def _engine_note(service: InferenceService, policy: str) -> list[str]:
     """Under scaling.engine keda the operator leaves the replica count to KEDA and writes
-    none of its autoscaler's conditions: a replay of its own policy (asked for, or the
-    default of an LLM service, whose KEDA rendering is not simulated) is what the builtin
-    engine would do, and must say so."""
+    none of its autoscaler's conditions: a replay of its own policy, asked for, is what
+    the builtin engine would do, and must say so."""
     if service.spec.scaling.engine != "keda" or policy != "gpuserve":
         return []
-    other = (
-        "--policy keda-waiting replays a stock KEDA trigger"
-        if is_llm(service.spec)
-        else f"--policy {RENDERED_KEDA} replays the ScaledObject gpuserve renders for it"
-    )
     return [
         f"note: {service.metadata.name} sets scaling.engine keda: this replays the builtin "
         "engine's policy (what it would do if switched back), and the operator writes none "
-        f"of its conditions under KEDA; {other}"
+        f"of its conditions under KEDA; --policy {RENDERED_KEDA} replays the ScaledObject "
+        "gpuserve renders for it"
     ]
 
 
@@ -395,23 +390,6 @@ def _rendered_keda(
     order, _ = placement_order(spec, classes)
     policy, accel = policy_config_from_spec(spec), classes[order[0]]
     return _Rendered(policy, accel, keda_scaling(policy, accel, DEFAULT_SCRAPE_INTERVAL_S))
-
-
-def _keda_line(k: KedaScaling, policy: PolicyConfig) -> str:
-    queue = f", queue {k.queue_threshold:g} per replica" if k.queue_threshold else ""
-    # KEDA activates a ScaledObject from zero on its own; the replay keeps one pod.
-    zero = (
-        "; minReplicas 0: scale-to-zero not replayed (1 at least)"
-        if not policy.min_replicas
-        else ""
-    )
-    return (
-        f"KEDA as rendered from the spec's service times (at a "
-        f"{DEFAULT_SCRAPE_INTERVAL_S:g}-s scrape): {k.rate_threshold} "
-        f"req/s per replica over {k.rate_window_s:g}s{queue}; scale-down window "
-        f"{k.down_window_s}s, per {HPA_PERIOD_S}s up by max({k.up_percent}%, {k.up_pods} pods), "
-        f"down by {k.down_percent}%{zero}"
-    )
 
 
 def _run(

@@ -17,11 +17,14 @@ from pathlib import Path
 from typing import cast
 
 from cli.errors import SimulateError
+from cli.keda_line import keda_line
 from cli.plot_llm import plot_llm
 from cli.trace_files import quiet_note, trace_lines
 from gpuserve.api.models import AcceleratorClassSpec, InferenceService
+from gpuserve.autoscaling.from_spec import policy_config_from_spec
 from gpuserve.llm.capacity import TokenObjectives
 from gpuserve.llm.params import EngineParams
+from gpuserve.resources.keda import llm_keda_scaling
 from gpuserve.sim.keda_engine import RENDERED_KEDA
 from gpuserve.sim.llm.cluster import ClusterRun, Routing
 from gpuserve.sim.llm.from_spec import (
@@ -32,12 +35,14 @@ from gpuserve.sim.llm.from_spec import (
     run_llm_policy,
     within_context,
 )
-from gpuserve.sim.llm.lineup import LLM_POLICIES, LLMPolicyName
+from gpuserve.sim.llm.lineup import LLM_POLICIES, LLMPolicyName, trace_shape
 from gpuserve.sim.llm.traces import TokenTrace, azure_conversation, mooncake
 from gpuserve.sim.trace_rows import is_mooncake
 
 # Policies only the LLM path runs (the CLI's --policy accepts them beside the others).
-LLM_ONLY: tuple[str, ...] = tuple(p for p in LLM_POLICIES if p not in ("gpuserve", "oracle"))
+LLM_ONLY: tuple[str, ...] = tuple(
+    p for p in LLM_POLICIES if p not in ("gpuserve", RENDERED_KEDA, "oracle")
+)
 _SAME = {"static": "static-peak"}  # the request-level name of the same policy
 
 
@@ -73,7 +78,7 @@ def run_llm(
             f"cannot hold the model ({setup.no_engine}); {fix} (--compare-classes lists "
             "each class with what it can do)"
         )
-    sim = _simulate_setup(args, setup, policy_name, trace)
+    sim = _simulate_setup(args, service, setup, policy_name, trace)
     print(_inputs(setup, sim.params, args.trace, sim.served, sim.refused))
     print(_report(name, setup, sim, args.routing))
     for line in (sim.bursts_covered, sim.scaling_limited):
@@ -124,7 +129,11 @@ class Simulated:
 
 
 def _simulate_setup(
-    args: argparse.Namespace, setup: LLMSetup, policy_name: LLMPolicyName, trace: TokenTrace
+    args: argparse.Namespace,
+    service: InferenceService,
+    setup: LLMSetup,
+    policy_name: LLMPolicyName,
+    trace: TokenTrace,
 ) -> Simulated:
     """The one simulation both the single-class and the per-class comparison run."""
     served, refused = within_context(trace, setup.params.max_model_len)
@@ -140,9 +149,23 @@ def _simulate_setup(
             f"{args.trace}: the engine cannot use its prefix hashes: {exc}"
         ) from exc
     policy = replace(setup.policy, params=params)
+    # The ScaledObject as the operator renders it: from the spec and the class's engine,
+    # which knows nothing of the trace.
+    keda = (
+        llm_keda_scaling(policy_config_from_spec(service.spec), setup.policy, setup.class_name)
+        if policy_name == RENDERED_KEDA
+        else None
+    )
+    if keda is not None:
+        print(keda_line(keda, min_replicas=setup.policy.min_replicas, llm=True))
     started = time.perf_counter()
     ran = run_llm_policy(
-        policy_name, policy, served, routing=cast(Routing, args.routing), seed=args.seed
+        policy_name,
+        policy,
+        served,
+        routing=cast(Routing, args.routing),
+        seed=args.seed,
+        keda=keda,
     )
     run = ran.run
     elapsed = time.perf_counter() - started
@@ -196,7 +219,7 @@ def _compare_classes(
         # one placement skips would never run the service: a comparison on either would be
         # made up, so the class is listed, not simulated.
         unused = setup.no_engine or setup.refused_by_placement
-        sim = None if unused else _simulate_setup(args, setup, policy_name, trace)
+        sim = None if unused else _simulate_setup(args, service, setup, policy_name, trace)
         rows.append((setup, sim))
     print(_comparison(name, policy_name, args, trace, rows))
     if args.plot:
@@ -301,12 +324,6 @@ def _verdict(simulated: list[tuple[LLMSetup, Simulated]], quantile: float) -> st
 
 def _policy_name(given: str, service: InferenceService) -> LLMPolicyName:
     chosen = _SAME.get(given, given)
-    if given == RENDERED_KEDA:
-        raise SimulateError(
-            f"--policy {given}: the KEDA rendering is replayed for request-level services "
-            f"only; {service.metadata.name} is an LLM service ({service.spec.model.format}): "
-            "--policy keda-waiting replays a KEDA trigger on waiting requests"
-        )
     if chosen not in LLM_POLICIES:
         raise SimulateError(
             f"--policy {given}: a request-level policy; {service.metadata.name} is an LLM "
@@ -361,6 +378,7 @@ def _inputs(
         f"{p.max_batched_tokens} tokens a step (llm.maxBatchedTokens)",
         _objectives_line(o),
         _trace_line(trace_path, trace, refused=refused),
+        _mix_line(setup, trace),
     ]
     if refused:
         lines.append(
@@ -369,6 +387,21 @@ def _inputs(
             f"{len(trace.requests)} replayed"
         )
     return "\n".join(lines)
+
+
+def _mix_line(setup: LLMSetup, trace: TokenTrace) -> str:
+    """The trace's token mix beside the one the service states (or the default it
+    gets): the rule sizes for the stated one until it measures traffic, and a KEDA
+    service's thresholds always are."""
+    q = setup.policy.objectives.quantile
+    seen, stated = trace_shape(trace, q), setup.policy.fallback_shape
+    return (
+        f"  token mix: prompts {seen.prompt_mean:.0f} tokens on average ({seen.prompt_high:.0f} "
+        f"at p{100 * q:g}), {seen.output_mean:.0f} output tokens; llm.expectedTokens "
+        f"{{prompt: {stated.prompt_mean:.0f}, output: {stated.output_mean:.0f}, promptHigh: "
+        f"{stated.prompt_high:.0f}}} is sized for before a measurement (under scaling.engine "
+        "keda, always)"
+    )
 
 
 def _objectives_line(o: TokenObjectives) -> str:

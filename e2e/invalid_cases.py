@@ -338,6 +338,24 @@ CASES: list[Case] = [
         llm=True,
     ),
     Case(
+        "llm-expected-prompt-high-below-mean",
+        "spec.llm.expectedTokens.promptHigh",
+        _set("spec.llm.expectedTokens", {"prompt": 2000, "output": 100, "promptHigh": 500}),
+        llm=True,
+    ),
+    Case(
+        "llm-expected-mix-longer-than-the-context",
+        "spec.llm.expectedTokens",
+        _set("spec.llm.expectedTokens", {"prompt": 8000, "output": 500}),
+        llm=True,
+    ),
+    Case(
+        "llm-expected-output-zero",
+        "spec.llm.expectedTokens.output",
+        _set("spec.llm.expectedTokens", {"prompt": 1000, "output": 0}),
+        llm=True,
+    ),
+    Case(
         "llm-memory-fraction-above-one",
         "spec.llm.kvCacheMemoryFraction",
         _set("spec.llm.kvCacheMemoryFraction", 1.5),

@@ -10,6 +10,7 @@ told this: it prices the engine from the time per output token it measures.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,12 +23,17 @@ from e2e.loadgen import Limits, StreamReplay, Target, constant_rate_requests
 from e2e.loadgen.results import percentile
 from e2e.loadgen.streams import StreamRecord, StreamResult, trace_requests
 from e2e.marks import LOCAL_DATA_PLANE
-from e2e.runner.stack import Stack, apply, local_stack, service_status
+from e2e.runner.stack import Stack, apply, condition, local_stack, service_status
 from e2e.test_warm_pool import settled
 from e2e.triton.requests import LLMRequest
-from gpuserve.api.models import AcceleratorClassSpec, InferenceServiceSpec
+from gpuserve.api.models import (
+    AcceleratorClassSpec,
+    InferenceServiceSpec,
+    parse_inference_service,
+)
 from gpuserve.llm.gpus import engine_params_for_class
 from gpuserve.llm.params import EngineParams
+from gpuserve.resources.keda import scaled_object
 from gpuserve.sim.llm.traces import mooncake
 
 pytestmark = LOCAL_DATA_PLANE
@@ -196,3 +202,83 @@ def test_a_mooncake_replay_shows_prefix_cache_hits_in_prometheus(
     queried = prometheus.query(f"sum(vllm:prefix_cache_queries_total{where})")
     hit_tokens, queried_tokens = float(hits[0]["value"][1]), float(queried[0]["value"][1])
     assert hit_tokens % 512 == 0 and 0 < hit_tokens < queried_tokens
+
+
+def test_under_keda_the_rendered_triggers_read_the_llm_load_in_prometheus(
+    stack: Stack, cluster: ClusterHandle, namespace: str
+) -> None:
+    """Under ``scaling.engine: keda`` an LLM service's ScaledObject reads its vLLM series.
+    The two trigger queries the operator renders, run against the stack's Prometheus while
+    one (slowed) replica is overloaded, read the arrivals the client sends (not the
+    smaller rate the replica admits) and the queue it builds, and ask for more replicas.
+    (This cluster serves no ScaledObject, so the service is Stalled; KEDA's side is the
+    simulator's replay, tests/llm/test_keda_rendered.py.)"""
+    name = "kchat"
+    body = llm_service(name)
+    body["spec"]["scaling"]["stableWindow"] = "20s"
+    apply(cluster, namespace, body)
+    wait_for(lambda: settled(stack, namespace, name, 1, 0), 180, "one LLM replica serving")
+    body["spec"]["scaling"]["engine"] = "keda"
+    apply(cluster, namespace, body)
+
+    def stalled() -> bool:
+        found = condition(service_status(cluster, namespace, name), "Stalled")
+        return found is not None and found["status"] == "True"
+
+    wait_for(stalled, 30, f"{name}: the KEDA rendering reported")
+    body["metadata"]["namespace"] = namespace
+    h100 = AcceleratorClassSpec.model_validate(valid_class()["spec"])
+    prometheus = stack.plane.prometheus
+    assert prometheus is not None
+    rendered = scaled_object(
+        parse_inference_service(body),
+        "h100",
+        h100,
+        "http://unused",
+        stack.plane.scrape_interval_s,
+        classes={"h100": h100},
+    )
+    arrivals, waiting = (t["metadata"] for t in rendered["spec"]["triggers"])
+    assert "[20s]" in arrivals["query"], arrivals
+    # 12 streams a second for 45 s: one replica of the slowed engine admits fewer (the
+    # first test needs three for its objectives), and drains the rest within the streams'
+    # timeout after the load.
+    rate, seconds = 12, 45
+    load = stream_at_rate(stack, namespace, name, rate=rate, seconds=seconds)
+    began = time.monotonic()
+    admitted_query = arrivals["query"].split(" + ")[0].removeprefix("clamp_min(")
+
+    def read(query: str) -> float:
+        found = prometheus.query(query)
+        return float(found[0]["value"][1]) if found else 0.0
+
+    def reading() -> tuple[float, float, float]:
+        return read(arrivals["query"]), read(admitted_query), read(waiting["query"])
+
+    # The 20-s window wholly within the load, and a scrape or two after.
+    time.sleep(max(0.0, 25 - (time.monotonic() - began)))
+
+    def at_the_rate_sent() -> tuple[float, float, float] | None:
+        now = reading()
+        return now if 0.75 * rate <= now[0] <= 1.3 * rate else None
+
+    def explain() -> str:
+        arrived, admitted, queued = reading()
+        return f"arrivals {arrived:.2f}/s, admitted {admitted:.2f}/s, waiting {queued:.0f}"
+
+    seen = wait_for(
+        at_the_rate_sent, seconds - 30, "the arrivals query to read the load sent", explain=explain
+    )
+    seen_arrivals, admitted, seen_waiting = seen
+    # The replica admits less than arrives, and the queue's growth, which the sum adds,
+    # brings the reading to the rate sent.
+    assert seen_waiting > 0 and admitted < seen_arrivals, seen
+    assert abs(seen_arrivals - rate) < abs(admitted - rate), seen
+    proposals = (
+        seen_arrivals / float(arrivals["threshold"]),
+        seen_waiting / float(waiting["threshold"]),
+    )
+    assert max(proposals) > 1.0, (proposals, arrivals["threshold"], waiting["threshold"])
+    result = load.join(timeout_s=seconds + STREAM_TIMEOUT_S + 60)
+    assert result.errors() == [], failed_streams(result)
+    assert result.completed == rate * seconds

@@ -17,6 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.alias_generators import to_camel
 
 from gpuserve.api.durations import DURATION_PATTERN, parse_duration
+from gpuserve.llm.capacity import (
+    DEFAULT_OUTPUT_TOKENS,
+    DEFAULT_PROMPT_TOKENS,
+    PROMPT_HIGH_PER_MEAN,
+)
 
 JsonDict = dict[str, Any]
 
@@ -464,6 +469,44 @@ BATCHED_TOKENS_MESSAGE = (
 # A Service name: the InferenceService's own name (DNS-1035 label).
 SERVICE_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 EPP_DEFAULT_PORT: Final = 9002
+EXPECTED_HIGH_MESSAGE = "llm.expectedTokens.promptHigh: must be at least prompt (the mean)"
+EXPECTED_FITS_MESSAGE = (
+    "llm.expectedTokens: prompt + output must fit maxContextLength (the engine refuses a "
+    "longer sequence)"
+)
+
+
+class ExpectedTokensSpec(_Model):
+    """The token mix a service expects, where the operator has measured none."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "!has(self.promptHigh) || self.promptHigh >= self.prompt",
+                    EXPECTED_HIGH_MESSAGE,
+                    ".promptHigh",
+                )
+            ]
+        }
+    )
+
+    prompt: Annotated[int, Field(ge=1, le=1_048_576)] = Field(
+        description="Mean prompt tokens of a request."
+    )
+    output: Annotated[int, Field(ge=1, le=1_048_576)] = Field(
+        description="Mean output tokens of a request."
+    )
+    prompt_high: Annotated[int, Field(ge=1, le=1_048_576)] | None = _optional(
+        "Prompt tokens at the objectives' percentile (slo.percentile) of requests. Unset: "
+        f"{PROMPT_HIGH_PER_MEAN} times prompt, within maxContextLength."
+    )
+
+    @model_validator(mode="after")
+    def _high_above_mean(self) -> ExpectedTokensSpec:
+        if self.prompt_high is not None and self.prompt_high < self.prompt:
+            raise ValueError(EXPECTED_HIGH_MESSAGE)
+        return self
 
 
 class EndpointPickerSpec(_Model):
@@ -502,6 +545,13 @@ class LLMSpec(_Model):
                     "self.maxBatchedTokens >= self.maxRunningSequences",
                     BATCHED_TOKENS_MESSAGE,
                     ".maxBatchedTokens",
+                ),
+                _cel(
+                    "!has(self.expectedTokens) || "
+                    "self.expectedTokens.prompt + self.expectedTokens.output "
+                    "<= self.maxContextLength",
+                    EXPECTED_FITS_MESSAGE,
+                    ".expectedTokens",
                 ),
             ]
         }
@@ -576,6 +626,14 @@ class LLMSpec(_Model):
         "grouped-query attention. With kvCacheBytesPerToken it sizes the attention work "
         "of a prompt, which grows with the square of its length. Unset: 4."
     )
+    expected_tokens: ExpectedTokensSpec | None = _optional(
+        "The token mix the service expects (from a load test, or gpuserve simulate's trace "
+        "line). The LLM rule sizes replicas for it until it has measured the mix of a "
+        "minute's traffic; under scaling.engine keda the ScaledObject's thresholds are "
+        "sized for it. Unset: "
+        f"{DEFAULT_PROMPT_TOKENS}-token prompts ({PROMPT_HIGH_PER_MEAN * DEFAULT_PROMPT_TOKENS} "
+        f"at the percentile) and {DEFAULT_OUTPUT_TOKENS} output tokens."
+    )
     endpoint_picker: EndpointPickerSpec | None = _optional(
         "The endpoint picker that routes requests among the serving pods (by prefix-cache "
         "affinity and load) through the InferencePool gpuserve renders. Unset: the "
@@ -594,6 +652,13 @@ class LLMSpec(_Model):
             self.max_batched_tokens < self.max_running_sequences
         ):
             raise ValueError(BATCHED_TOKENS_MESSAGE)
+        return self
+
+    @model_validator(mode="after")
+    def _expected_fits(self) -> LLMSpec:
+        mix = self.expected_tokens
+        if mix is not None and mix.prompt + mix.output > self.max_context_length:
+            raise ValueError(EXPECTED_FITS_MESSAGE)
         return self
 
 

@@ -78,6 +78,13 @@ class TokenObjectives:
         _require(self, ("quantile",), lambda v: 0.5 <= v < 1, "must be in [0.5, 1)")
 
 
+# The mix assumed before one is measured or stated (spec.llm.expectedTokens): a chat
+# service's 1,000-token prompts (4,000 at the objectives' quantile), 200 output tokens.
+DEFAULT_PROMPT_TOKENS = 1000
+DEFAULT_OUTPUT_TOKENS = 200
+PROMPT_HIGH_PER_MEAN = 4
+
+
 @dataclass(frozen=True, slots=True)
 class LoadShape:
     """The token mix of a service's requests, as observed."""
@@ -129,6 +136,21 @@ class LoadShape:
             least = float(moments[-1] ** (power / (power - 1)))
             moments.append(least if given is None else max(least, given))
         return moments[0], moments[1], moments[2], moments[3]
+
+
+def default_shape(
+    prompt: int = DEFAULT_PROMPT_TOKENS,
+    output: int = DEFAULT_OUTPUT_TOKENS,
+    prompt_high: int | None = None,
+    longest: int | None = None,
+) -> LoadShape:
+    """A mix stated by its means (the default one unless given): the prompt at the
+    quantile is ``prompt_high``, else ``PROMPT_HIGH_PER_MEAN`` times the mean, within
+    ``longest`` tokens (the context length, less the output)."""
+    high = prompt_high if prompt_high is not None else PROMPT_HIGH_PER_MEAN * prompt
+    if longest is not None:
+        high = max(prompt, min(high, longest))
+    return LoadShape(float(prompt), float(high), float(output))
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,13 @@ from gpuserve.autoscaling.limits import note_cap
 from gpuserve.autoscaling.outruns import OutrunReport, Seen, track_outruns
 from gpuserve.autoscaling.pools import PoolState
 from gpuserve.autoscaling.trend import hold_window, minute_trend
-from gpuserve.llm.capacity import LoadShape, TokenObjectives, replica_capacity, saturation_rate
+from gpuserve.llm.capacity import (
+    LoadShape,
+    TokenObjectives,
+    default_shape,
+    replica_capacity,
+    saturation_rate,
+)
 from gpuserve.llm.dispersion import dispersion_sample, measured_dispersion, remember_dispersion
 from gpuserve.llm.observing import Observation
 from gpuserve.llm.params import EngineParams
@@ -73,9 +79,8 @@ class LLMPolicy:
     objectives: TokenObjectives
     params: EngineParams = field(default_factory=EngineParams)  # a class not in by_class
     by_class: Mapping[str, EngineParams] = field(default_factory=dict)
-    fallback_shape: LoadShape = field(  # before any measurement
-        default_factory=lambda: LoadShape(1000.0, 4000.0, 200.0)
-    )
+    # Before any measurement: the spec's llm.expectedTokens, else the default mix.
+    fallback_shape: LoadShape = field(default_factory=default_shape)
     min_replicas: int = 1
     max_replicas: int = 100
     utilization: float = 1.0  # share of the modelled capacity (already at the quantile)
@@ -117,17 +122,8 @@ def decide_llm(
         why = f"metrics stale: newest window ended {age:.0f}s ago"
         return _decision(policy, pools, memory, now, "hold", committed, why, {})
     shape = stable.shape or recent.shape or policy.fallback_shape
-    caps = {
-        pool.name: replica_capacity(policy.params_for(pool.name), shape, policy.objectives)
-        for pool in pools.classes
-    }
-    reference = caps[pools.classes[0].name] if pools.classes else None
-    per_replica = (reference.rate if reference else 0.0) * policy.utilization
-    unreachable: str | None = None  # the objective one replica breaks with no load
-    if reference is not None and reference.rate <= 0:
-        params = policy.params_for(pools.classes[0].name)
-        unreachable = reference.at_rate.broken(policy.objectives, params) or reference.limit
-        per_replica = saturation_rate(params, shape) * UNREACHABLE_LOAD
+    sized = sizing(policy, pools.classes[0].name, shape) if pools.classes else None
+    per_replica = sized.per_replica if sized else 0.0
     # The recent window counts only where it rises beyond its own noise: a 15-second
     # count is noisy, and each false rise buys a replica for a whole scale-down window.
     # The noise is Poisson's times the arrivals' measured dispersion: clumped arrivals
@@ -206,12 +202,7 @@ def decide_llm(
         why = "no AcceleratorClass to size for: holding"
         return _decision(policy, pools, memory, now, "steady", committed, why, signals)
     need = replicas_for(demand + backlog, per_replica)
-    bound_by = (
-        f"objectives unreachable: {unreachable.upper()} missed on one replica with no load; "
-        f"sized for throughput, each replica's engine busy {UNREACHABLE_LOAD:.0%} of the time"
-        if unreachable is not None
-        else f"{reference.limit if reference else ''}-bound"
-    )
+    bound_by = sized.bound_by if sized else "-bound"
     reason = (
         f"{demand:.2f} req/s + backlog {backlog:.2f} req/s at {per_replica:.2f} req/s per "
         f"replica ({bound_by})"
@@ -301,6 +292,38 @@ def decide_llm(
     )
     reason = note_cap(reason, signals, wanted=target, max_replicas=policy.max_replicas)
     return _decision(policy, pools, memory, now, mode, target, reason, signals, outran_report)
+
+
+@dataclass(frozen=True, slots=True)
+class Sizing:
+    """What one replica of a class serves within the objectives, and what bounds it."""
+
+    per_replica: float  # requests/s, at the policy's utilization
+    unreachable: str | None  # the objective one replica breaks with no load, if any
+    limit: str  # what sets the rate where the objectives are reachable
+
+    @property
+    def bound_by(self) -> str:
+        if self.unreachable is None:
+            return f"{self.limit}-bound"
+        return (
+            f"objectives unreachable: {self.unreachable.upper()} missed on one replica with "
+            f"no load; sized for throughput, each replica's engine busy "
+            f"{UNREACHABLE_LOAD:.0%} of the time"
+        )
+
+
+def sizing(policy: LLMPolicy, class_name: str, shape: LoadShape) -> Sizing:
+    """The request rate a replica of ``class_name`` is sized for on ``shape``: the capacity
+    model's within the objectives, used up to ``utilization``; where one replica misses
+    the objectives even with no load, throughput at ``UNREACHABLE_LOAD``. The one rule for
+    the builtin engine's need and a KEDA service's rendered threshold."""
+    params = policy.params_for(class_name)
+    capacity = replica_capacity(params, shape, policy.objectives)
+    if capacity.rate > 0:
+        return Sizing(capacity.rate * policy.utilization, None, capacity.limit)
+    broken = capacity.at_rate.broken(policy.objectives, params) or capacity.limit
+    return Sizing(saturation_rate(params, shape) * UNREACHABLE_LOAD, broken, capacity.limit)
 
 
 def replicas_for(rate: float, per_replica: float) -> int:

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from gpuserve.api.durations import parse_duration
 from gpuserve.api.models import LLM_FORMATS, AcceleratorClassSpec, InferenceServiceSpec
-from gpuserve.llm.capacity import TokenObjectives
+from gpuserve.llm.capacity import TokenObjectives, default_shape
 from gpuserve.llm.chunking import chunk_for_objective
 from gpuserve.llm.deciding import LLMPolicy
 from gpuserve.llm.gpus import engine_params_for_class
@@ -39,6 +39,7 @@ def llm_policy_from_spec(
         quantile=max(0.5, slo.percentile / 100.0),
     )
     scaling = spec.scaling
+    mix = spec.llm.expected_tokens
     return LLMPolicy(
         objectives,
         engine,
@@ -46,6 +47,16 @@ def llm_policy_from_spec(
         max_replicas=scaling.max_replicas,
         scale_down_window_s=parse_duration(scaling.scale_down_stabilization),
         by_class=by_class,
+        fallback_shape=(
+            default_shape()
+            if mix is None
+            else default_shape(
+                mix.prompt,
+                mix.output,
+                mix.prompt_high,
+                longest=spec.llm.max_context_length - mix.output,
+            )
+        ),
     )
 
 

@@ -19,11 +19,20 @@ The `scaling` fields the built-in loop reads mean the same with KEDA (nothing is
 The threshold rests on `serviceTimes` until Triton's measured compute time contradicts
 them; the operator then records the measurement (`status.kedaCalibration`) and the
 threshold is sized for the measured executions (gpuserve.autoscaling.keda_calibration).
+
+An LLM service with a TTFT or TPOT objective, which the builtin engine sizes with the LLM
+rule (gpuserve.llm.deciding), gets that rule's numbers on its vLLM series instead: the
+arrival rate (requests that got their first token plus the waiting queue's growth, as the
+rule reads it) against the per-replica rate the capacity model gives the class on the
+token mix the rule sizes for before any measurement (`spec.llm.expectedTokens`, else a
+default chat mix), and the waiting requests against what a replica admits within the TTFT
+objective.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +45,9 @@ from gpuserve.autoscaling.query_windows import (
     QueryWindows,
     promql_range,
 )
+from gpuserve.llm import metrics as vllm
+from gpuserve.llm.deciding import LLMPolicy, sizing
+from gpuserve.llm.from_spec import llm_policy_from_spec
 from gpuserve.resources.naming import deployment_name
 
 Obj = dict[str, Any]
@@ -69,17 +81,85 @@ def keda_scaling(
 ) -> KedaScaling:
     """``service_scale``: measured / stated execution time, as the operator recorded it
     (gpuserve.autoscaling.keda_calibration); 1.0 until a measurement contradicts the spec."""
+    rate = _rate_threshold(config, accel, service_scale)
+    return _scaling(config, rate, config.target_queue_depth, scrape_interval)
+
+
+def _scaling(
+    config: PolicyConfig, rate: float, queue: float | None, scrape_interval: float
+) -> KedaScaling:
+    """The two thresholds with the windows and behaviour every ScaledObject takes from the
+    spec's scaling fields."""
     stable = max(1, math.ceil(config.stable_window))
     return KedaScaling(
-        rate_threshold=_rate_threshold(config, accel, service_scale),
+        rate_threshold=rate,
         rate_window_s=QueryWindows(scrape_interval).rate_window_over(stable),
-        queue_threshold=config.target_queue_depth,
+        queue_threshold=queue,
         polling_s=max(1, math.ceil(config.panic_window)),
         down_window_s=math.ceil(config.scale_down_window),
         up_percent=round((config.scale_up_max_factor - 1.0) * 100),
         up_pods=config.scale_up_min_step,
         down_percent=round(config.scale_down_max_fraction * 100),
     )
+
+
+def llm_keda_scaling(
+    config: PolicyConfig,
+    policy: LLMPolicy,
+    class_name: str,
+    scrape_interval: float = DEFAULT_SCRAPE_INTERVAL_S,
+) -> KedaScaling:
+    """The ScaledObject's numbers for an LLM service the LLM rule sizes (``policy``): the
+    same windows and behaviour as any service, thresholds in requests of the token mix the
+    rule sizes for before it measures one (``LLMPolicy.fallback_shape``: the spec's
+    ``llm.expectedTokens``, else the default mix)."""
+    per_replica = sizing(policy, class_name, policy.fallback_shape).per_replica
+    rate = max(round(per_replica * UTILISATION, 3), 0.001)
+    # A replica admitting ``rate`` a second clears this many waiting requests within the
+    # TTFT objective (the rule's queue budget where TTFT is not an objective): a longer
+    # queue per replica misses TTFT whatever the arrival rate reads.
+    admitted_s = min(policy.objectives.ttft_s, policy.queue_budget_s)
+    waiting = config.target_queue_depth or max(1, math.floor(rate * admitted_s))
+    return _scaling(config, rate, waiting, scrape_interval)
+
+
+def service_keda_scaling(
+    svc: InferenceService,
+    class_name: str,
+    accel: AcceleratorClassSpec,
+    classes: Mapping[str, AcceleratorClassSpec],
+    scrape_interval: float = DEFAULT_SCRAPE_INTERVAL_S,
+    service_scale: float = 1.0,
+) -> KedaScaling:
+    """What the ScaledObject of ``svc``, targeting ``class_name``, asks: by the LLM rule
+    where the builtin engine would size the service with it (a TTFT or TPOT objective),
+    else by the request-level capacity model."""
+    config = policy_config_from_spec(svc.spec)
+    llm = llm_policy_from_spec(svc.spec, classes=classes)
+    if llm is not None:
+        return llm_keda_scaling(config, llm, class_name, scrape_interval)
+    return keda_scaling(config, accel, scrape_interval, service_scale)
+
+
+def _queries(svc: InferenceService, llm: bool, window_s: float) -> tuple[str, str]:
+    """The rate trigger's query and the queue trigger's, over the service's series."""
+    window = promql_range(window_s)
+    series = f'{{namespace="{svc.metadata.namespace or "default"}",service="{svc.metadata.name}"}}'
+    if not llm:
+        return (
+            f"sum(rate(nv_inference_request_success{series}[{window}]))",
+            f"sum(nv_inference_pending_request_count{series})",
+        )
+    first_tokens = f"{vllm.TIME_TO_FIRST_TOKEN.name}_count{series}"
+    waiting = f"{vllm.NUM_REQUESTS_WAITING.name}{series}"
+    # Arrivals, not admissions (the LLM rule's reading): under overload the first-token
+    # rate is what the replicas admit, and the queue's growth is the rest. Triton's own
+    # vLLM backend does not forward the queue gauge (docs/llm.md): the rate stands alone.
+    arrivals = (
+        f"clamp_min(sum(rate({first_tokens}[{window}])) + "
+        f"(sum(delta({waiting}[{window}])) or vector(0)) / {window_s:g}, 0)"
+    )
+    return arrivals, f"sum({waiting})"
 
 
 def rate_threshold(svc: InferenceService, accel: AcceleratorClassSpec) -> float:
@@ -127,19 +207,21 @@ def scaled_object(
     prometheus_url: str,
     scrape_interval: float = DEFAULT_SCRAPE_INTERVAL_S,
     service_scale: float = 1.0,
+    classes: Mapping[str, AcceleratorClassSpec] | None = None,
 ) -> Obj:
+    """``classes``: the AcceleratorClasses known (an LLM service's engines per class)."""
     name = svc.metadata.name
-    ns = svc.metadata.namespace or "default"
     config = policy_config_from_spec(svc.spec)
-    k = keda_scaling(config, accel, scrape_interval, service_scale)
-    series = f'{{namespace="{ns}",service="{name}"}}'
-    window = promql_range(k.rate_window_s)
+    known = classes if classes is not None else {class_name: accel}
+    k = service_keda_scaling(svc, class_name, accel, known, scrape_interval, service_scale)
+    llm = llm_policy_from_spec(svc.spec, classes=known) is not None
+    rate_query, queue_query = _queries(svc, llm, k.rate_window_s)
     triggers: list[Obj] = [
         {
             "type": "prometheus",
             "metadata": {
                 "serverAddress": prometheus_url,
-                "query": f"sum(rate(nv_inference_request_success{series}[{window}]))",
+                "query": rate_query,
                 "threshold": str(k.rate_threshold),
             },
         }
@@ -150,7 +232,7 @@ def scaled_object(
                 "type": "prometheus",
                 "metadata": {
                     "serverAddress": prometheus_url,
-                    "query": f"sum(nv_inference_pending_request_count{series})",
+                    "query": queue_query,
                     "threshold": str(k.queue_threshold),
                 },
             }

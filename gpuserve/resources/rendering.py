@@ -358,6 +358,7 @@ def render_children(inp: RenderInput) -> list[Obj]:
                 inp.prometheus_url,
                 inp.scrape_interval,
                 service_scale=inp.keda_service_scale,
+                classes=inp.classes,
             )
             so["metadata"] = _meta(svc, svc.metadata.name)
             children.append(so)

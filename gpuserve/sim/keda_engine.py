@@ -26,6 +26,19 @@ from gpuserve.sim.scalers import ScalerView
 RENDERED_KEDA: Final = "gpuserve-keda"  # the policy's name in `gpuserve simulate --policy`
 
 
+def hpa_behaviour(k: KedaScaling, min_replicas: int, max_replicas: int) -> HpaBehaviour:
+    """The HPA KEDA creates for the ScaledObject: its rendered behaviour, within the
+    service's bounds."""
+    return HpaBehaviour(
+        min_replicas,
+        max_replicas,
+        down_window=k.down_window_s,
+        up_pods=k.up_pods,
+        up_percent=k.up_percent,
+        down_percent=k.down_percent,
+    )
+
+
 @dataclass(kw_only=True)
 class RenderedKeda(HpaFed):
     policy: PolicyConfig  # the spec's, with its stated service times
@@ -41,15 +54,7 @@ class RenderedKeda(HpaFed):
 
     def __post_init__(self) -> None:
         self.scaling = keda_scaling(self.policy, self.accel, self.scrape_interval)
-        k = self.scaling
-        self.behaviour = HpaBehaviour(
-            self.min_replicas,
-            self.max_replicas,
-            down_window=k.down_window_s,
-            up_pods=k.up_pods,
-            up_percent=k.up_percent,
-            down_percent=k.down_percent,
-        )
+        self.behaviour = hpa_behaviour(self.scaling, self.min_replicas, self.max_replicas)
 
     def usage(self, view: ScalerView) -> tuple[float | None, str]:
         if self.calibrate:

@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
+from e2e.invalid_cases import valid_llm_service
 from gpuserve.api.models import InferenceServiceSpec
 from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.from_spec import policy_config_from_spec
+from gpuserve.llm.capacity import LoadShape, default_shape
 from gpuserve.llm.deciding import LLMPolicy
 from gpuserve.llm.from_spec import UNSET_OBJECTIVE_S, llm_policy_from_spec
 
@@ -62,3 +64,19 @@ def test_policies_built_without_a_spec_scale_down_as_the_api_default_does() -> N
     )
     bare_request = PolicyConfig(profile=request.profile, slo_latency=request.slo_latency)
     assert bare_request.scale_down_window == request.scale_down_window
+
+
+def test_the_expected_token_mix_is_what_the_rule_sizes_for_before_a_measurement() -> None:
+    body = valid_llm_service("chat")
+    spec = InferenceServiceSpec.model_validate(body["spec"])
+    policy = llm_policy_from_spec(spec)
+    assert policy is not None and policy.fallback_shape == default_shape()
+    body["spec"]["llm"]["expectedTokens"] = {"prompt": 3000, "output": 300}
+    stated = llm_policy_from_spec(InferenceServiceSpec.model_validate(body["spec"]))
+    assert stated is not None
+    # The prompt at the percentile: four times the mean, within the context (8,192) less
+    # the output.
+    assert stated.fallback_shape == LoadShape(3000.0, 7892.0, 300.0)
+    body["spec"]["llm"]["expectedTokens"]["promptHigh"] = 5000
+    high = llm_policy_from_spec(InferenceServiceSpec.model_validate(body["spec"]))
+    assert high is not None and high.fallback_shape.prompt_high == 5000.0

@@ -92,13 +92,32 @@ def test_a_builtin_service_can_be_replayed_as_if_switched_to_keda(
     assert code == 0 and "policy gpuserve-keda" in out and "KEDA as rendered" in out
 
 
-def test_the_rendering_is_refused_for_an_llm_service_pointing_to_its_peer(
+def test_an_llm_keda_service_is_replayed_as_rendered_on_its_vllm_triggers(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    llm = ROOT / "examples" / "llama-vllm.yaml"
-    code, _, err = simulate(capsys, llm, steady_trace(tmp_path), "--policy", "gpuserve-keda")
-    assert code == 1
-    assert "request-level services only" in err and "--policy keda-waiting" in err, err
+    body = yaml.safe_load((ROOT / "examples" / "llama-vllm.yaml").read_text())
+    body["spec"]["scaling"] = {"minReplicas": 1, "maxReplicas": 8, "engine": "keda"}
+    manifest = tmp_path / "llm.yaml"
+    manifest.write_text(yaml.safe_dump(body))
+    code, out, err = simulate(capsys, manifest, steady_trace(tmp_path))
+    assert code == 0, err
+    assert "policy gpuserve-keda, routing random" in out, out
+    said = re.search(
+        r"KEDA as rendered from the LLM rule's capacity model.*?: ([\d.]+) arrivals/s per "
+        r"replica over (\d+)s, (\d+) waiting per replica",
+        out,
+    )
+    assert said, out
+    services, classes = split_manifests(load_documents([manifest, CLASSES]))
+    (svc,) = services
+    so = next(o for o in render_service(svc, classes) if o["kind"] == "ScaledObject")
+    arrivals, waiting = (t["metadata"] for t in so["spec"]["triggers"])
+    assert said.group(1) == arrivals["threshold"] and said.group(3) == waiting["threshold"]
+    assert f"[{said.group(2)}s]" in arrivals["query"] and "vllm:" in arrivals["query"]
+    # The builtin engine's replay, asked for, says what it is instead.
+    code, out, _ = simulate(capsys, manifest, steady_trace(tmp_path), "--policy", "gpuserve")
+    assert code == 0 and "policy gpuserve," in out and "KEDA as rendered" not in out
+    assert "--policy gpuserve-keda replays the ScaledObject" in out
 
 
 def test_the_replayed_window_is_the_rendered_one_where_the_scrape_widens_it(

@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
-from simulate_helpers import burst_trace, simulate
+import yaml
+from simulate_helpers import burst_trace, simulate, steady_trace
 
 from cli.main import main
 
@@ -484,3 +485,21 @@ def test_compare_classes_lists_a_class_placement_skips_unsimulated(
     assert code == 0 and "no class was simulated" in out, err
     code, _, err = simulate(capsys, only, trace)
     assert code == 1 and "accelerators.classes: no class can run the service" in err
+
+
+def test_the_trace_mix_is_printed_beside_the_one_the_service_states(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What `spec.llm.expectedTokens` should say for this traffic, and what it says."""
+    trace = steady_trace(tmp_path)  # 100-token prompts, 10 output tokens
+    code, out, err = simulate(capsys, EXAMPLE, trace)
+    assert code == 0, err
+    assert "token mix: prompts 100 tokens on average (100 at p95), 10 output tokens" in out
+    assert "llm.expectedTokens {prompt: 1000, output: 200, promptHigh: 4000}" in out
+    body = yaml.safe_load(EXAMPLE.read_text())
+    body["spec"]["llm"]["expectedTokens"] = {"prompt": 100, "output": 10}
+    stated = tmp_path / "stated.yaml"
+    stated.write_text(yaml.safe_dump(body))
+    code, out, err = simulate(capsys, stated, trace)
+    assert code == 0, err
+    assert "llm.expectedTokens {prompt: 100, output: 10, promptHigh: 400}" in out

@@ -23,6 +23,7 @@ from gpuserve.llm.from_spec import llm_policy_from_spec
 from gpuserve.llm.gpus import ACTIVATION_BYTES, datasheet_for
 from gpuserve.llm.params import EngineParams
 from gpuserve.placement.planning import usable_classes
+from gpuserve.resources.keda import KedaScaling
 from gpuserve.sim.from_spec import placement_order, require_classes
 from gpuserve.sim.llm.cluster import (
     ClusterConfig,
@@ -213,8 +214,10 @@ def run_llm_policy(
     *,
     routing: Routing = "random",
     seed: int = 1,
+    keda: KedaScaling | None = None,
 ) -> PolicyRun:
-    """``name`` on ``trace`` with the service's engine, objectives and bounds."""
+    """``name`` on ``trace`` with the service's engine, objectives and bounds (``keda``:
+    the service's ScaledObject, for ``gpuserve-keda``)."""
     config = ClusterConfig(
         policy.params,
         policy.objectives,
@@ -224,7 +227,7 @@ def run_llm_policy(
         seed=seed,
     )
     if name not in ("oracle", "static-peak"):
-        scaler = contender(name, policy, trace, peak=1)
+        scaler = contender(name, policy, trace, peak=1, keda=keda)
         if not isinstance(scaler, GpuserveLLM):
             return PolicyRun(simulate_cluster(config, trace, scaler))
         scaler.keep_decisions = True

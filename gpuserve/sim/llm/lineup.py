@@ -14,12 +14,18 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S
+from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S, PolicyConfig, ServiceProfile
+from gpuserve.autoscaling.from_spec import DEFAULT_TIME_PER_BATCH_S, DEFAULT_TIME_PER_ITEM_S
+from gpuserve.autoscaling.query_windows import DEFAULT_SCRAPE_INTERVAL_S
 from gpuserve.llm.capacity import LoadShape, replica_capacity
 from gpuserve.llm.deciding import LLMPolicy
+from gpuserve.resources.keda import KedaScaling, llm_keda_scaling
+from gpuserve.sim.keda_engine import RENDERED_KEDA
 from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, ClusterScaler, simulate_cluster
+from gpuserve.sim.llm.keda_rendered import RenderedKedaLLM
 from gpuserve.sim.llm.oracle import plan_oracle
 from gpuserve.sim.llm.scalers import (
+    CLASS,
     GpuserveLLM,
     PlannerLike,
     Static,
@@ -32,7 +38,13 @@ from gpuserve.sim.start_costs import start_cost_s
 
 KEDA_WAITING_PER_REPLICA = 2.0
 LLMPolicyName = Literal[
-    "gpuserve", "keda-waiting", "hpa-kv", "planner-like", "static-peak", "oracle"
+    "gpuserve",
+    "gpuserve-keda",
+    "keda-waiting",
+    "hpa-kv",
+    "planner-like",
+    "static-peak",
+    "oracle",
 ]
 LLM_POLICIES: tuple[LLMPolicyName, ...] = get_args(LLMPolicyName)
 
@@ -72,16 +84,25 @@ SCALED: tuple[LLMPolicyName, ...] = (
 
 
 def contender(
-    name: LLMPolicyName, policy: LLMPolicy, trace: TokenTrace, *, peak: int
+    name: LLMPolicyName,
+    policy: LLMPolicy,
+    trace: TokenTrace,
+    *,
+    peak: int,
+    keda: KedaScaling | None = None,
 ) -> ClusterScaler:
     """One scaler of the lineup within ``policy``'s bounds; ``peak`` is the oracle's peak
     (what static provisioning holds). The baselines' targets are what a load test of
-    ``trace`` on ``policy.params`` would give a team."""
+    ``trace`` on ``policy.params`` would give a team. ``keda``: what the ScaledObject of
+    ``gpuserve-keda`` asks (default: ``rendered_scaling(policy)``)."""
     most = policy.max_replicas
     if name == "static-peak":
         return Static(peak)
     if name == "gpuserve":
         return GpuserveLLM(policy)
+    if name == RENDERED_KEDA:
+        k = keda if keda is not None else rendered_scaling(policy)
+        return RenderedKedaLLM(k, policy.min_replicas, most, policy.objectives.quantile)
     if name == "planner-like":
         return PlannerLike(policy.objectives, policy)
     if name == "keda-waiting":
@@ -94,6 +115,24 @@ def contender(
         raise ValueError(f"policy: {name!r} is not a scaler (one of {', '.join(SCALED)})")
     scaler.hpa.min_replicas = policy.min_replicas
     return scaler
+
+
+def rendered_scaling(policy: LLMPolicy) -> KedaScaling:
+    """The ScaledObject gpuserve renders for a service of ``policy`` whose other scaling
+    fields are the API's defaults (windows and step limits; the request-level service
+    times, which an LLM service's rendering does not read, at their priors)."""
+    config = PolicyConfig(
+        profile=ServiceProfile(DEFAULT_TIME_PER_BATCH_S, DEFAULT_TIME_PER_ITEM_S),
+        slo_latency=policy.objectives.ttft_s,
+        min_replicas=policy.min_replicas,
+        max_replicas=policy.max_replicas,
+        scale_down_window=policy.scale_down_window_s,
+    )
+    return llm_keda_scaling(config, policy, CLASS, DEFAULT_SCRAPE_INTERVAL_S)
+
+
+# The rendered ScaledObject of a service that states its trace's token mix.
+STATED_KEDA = "gpuserve-keda-stated"
 
 
 # With a history: static sized on the history's busiest minute, beside static-peak sized
@@ -164,13 +203,16 @@ def compare(
     scale_down_window_s: float = SCALE_DOWN_WINDOW_S,
     reuse: Yardsticks | None = None,
     history_s: float = 0.0,
+    rendered_keda: bool = False,
 ) -> list[Entry]:
     """The oracle first, then static at its peak, gpuserve and the baselines (and
     static-yesterday after them, with a history). ``scale_down_window_s``: gpuserve's
     scaleDownStabilization (the baselines keep theirs). ``reuse``: the yardsticks of an
     earlier comparison of the same config and trace (computed here when None); only
     gpuserve is simulated then. ``history_s``: as for ``yardsticks``; the runs are whole
-    (``ClusterRun.measured_from`` measures them after the history)."""
+    (``ClusterRun.measured_from`` measures them after the history). ``rendered_keda``:
+    ``gpuserve-keda`` and ``gpuserve-keda-stated`` too, after gpuserve (simulated every
+    time, as gpuserve is: they are gpuserve's own rendering)."""
     sticks = (
         reuse
         if reuse is not None
@@ -180,5 +222,18 @@ def compare(
     ours = _run(config, trace, contender("gpuserve", policy, trace, peak=sticks.peak), sticks.first)
     by_name = {e.name: e for e in sticks.entries}
     by_name["gpuserve"] = ours
+    order: list[str] = list(SCALED)
+    if rendered_keda:
+        # As rendered for the default mix, and for the trace's own as a load test would
+        # state it (spec.llm.expectedTokens).
+        stated = replace(policy, fallback_shape=trace_shape(trace, policy.objectives.quantile))
+        q = policy.objectives.quantile
+        for name, sized in ((RENDERED_KEDA, policy), (STATED_KEDA, stated)):
+            keda = RenderedKedaLLM(
+                rendered_scaling(sized), policy.min_replicas, policy.max_replicas, q, name=name
+            )
+            by_name[name] = _run(config, trace, keda, sticks.first)
+        at = order.index("gpuserve") + 1
+        order[at:at] = [RENDERED_KEDA, STATED_KEDA]
     extra = [by_name[YESTERDAY_STATIC]] if YESTERDAY_STATIC in by_name else []
-    return [by_name["oracle"], *(by_name[name] for name in SCALED), *extra]
+    return [by_name["oracle"], *(by_name[name] for name in order), *extra]
