@@ -118,9 +118,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "--no-keda-calibration",
         action="store_true",
-        help=f"with {RENDERED_KEDA}: keep the threshold rendered from the spec's service "
-        "times, as if the operator never measured the model (status.kedaCalibration): what "
-        "the measurement changes",
+        help=f"with {RENDERED_KEDA}: keep the thresholds as first rendered from the spec "
+        "(its service times; an LLM service's stated token mix), as if the operator never "
+        "measured the model (status.kedaCalibration, status.kedaTokenMix): what the "
+        "measurement changes",
     )
     p.add_argument(
         "--routing",

@@ -35,6 +35,7 @@ from gpuserve.sim.llm.from_spec import (
     run_llm_policy,
     within_context,
 )
+from gpuserve.sim.llm.keda_rendered import KedaReplay
 from gpuserve.sim.llm.lineup import LLM_POLICIES, LLMPolicyName, trace_shape
 from gpuserve.sim.llm.traces import TokenTrace, azure_conversation, mooncake
 from gpuserve.sim.trace_rows import is_mooncake
@@ -54,6 +55,8 @@ def run_llm(
     name = service.metadata.name
     _refuse_request_flags(args, name)
     policy_name = _policy_name(args.policy, service)
+    if args.no_keda_calibration and policy_name != RENDERED_KEDA:
+        raise SimulateError(f"--no-keda-calibration goes with --policy {RENDERED_KEDA}")
     # --compare-classes takes every class the service names, whichever placement uses; the
     # spec is checked on the first of them before the trace is read.
     first = service.spec.accelerators.classes[0] if args.compare_classes else None
@@ -81,7 +84,7 @@ def run_llm(
     sim = _simulate_setup(args, service, setup, policy_name, trace)
     print(_inputs(setup, sim.params, args.trace, sim.served, sim.refused))
     print(_report(name, setup, sim, args.routing))
-    for line in (sim.bursts_covered, sim.scaling_limited):
+    for line in (sim.bursts_covered, sim.scaling_limited, sim.keda_token_mix):
         if line is not None:
             print(line)
     if args.plot:
@@ -100,8 +103,6 @@ def _refuse_request_flags(args: argparse.Namespace, name: str) -> None:
         )
     if args.tokens_per_item is not None:
         given.append("--tokens-per-item (a token replay batches tokens, not items)")
-    if getattr(args, "no_keda_calibration", False):
-        given.append(f"--no-keda-calibration (the {RENDERED_KEDA} replay)")
     if given:
         raise SimulateError(
             f"InferenceService {name} is an LLM service, replayed token by token: "
@@ -126,6 +127,7 @@ class Simulated:
     both_of_all: float  # within both objectives, of all requests (refused ones missed)
     bursts_covered: str | None  # what the BurstsCovered condition would have said
     scaling_limited: str | None  # and the ScalingLimited condition
+    keda_token_mix: str | None  # gpuserve-keda: the last status.kedaTokenMix
 
 
 def _simulate_setup(
@@ -152,12 +154,17 @@ def _simulate_setup(
     # The ScaledObject as the operator renders it: from the spec and the class's engine,
     # which knows nothing of the trace.
     keda = (
-        llm_keda_scaling(policy_config_from_spec(service.spec), setup.policy, setup.class_name)
+        KedaReplay(
+            policy_config_from_spec(service.spec),
+            setup.class_name,
+            calibrate=not args.no_keda_calibration,
+        )
         if policy_name == RENDERED_KEDA
         else None
     )
     if keda is not None:
-        print(keda_line(keda, min_replicas=setup.policy.min_replicas, llm=True))
+        first = llm_keda_scaling(keda.config, setup.policy, setup.class_name)
+        print(keda_line(first, min_replicas=setup.policy.min_replicas, llm=True))
     started = time.perf_counter()
     ran = run_llm_policy(
         policy_name,
@@ -184,6 +191,7 @@ def _simulate_setup(
         both_of_all=sum(map(run.met, outcomes)) / (len(outcomes) + refused),
         bursts_covered=ran.bursts_covered,
         scaling_limited=ran.scaling_limited,
+        keda_token_mix=ran.keda_token_mix,
     )
 
 

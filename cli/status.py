@@ -95,6 +95,8 @@ def details(st: InferenceServiceStatus, width: int) -> list[str]:
         lines += _wrapped(text, width)
     if (k := st.keda_calibration) is not None:
         lines += _wrapped(f"KEDA threshold, measured at {k.time}: {k.message}", width)
+    if (m := st.keda_token_mix) is not None:
+        lines += _wrapped(f"KEDA thresholds, token mix measured at {m.time}: {m.message}", width)
     return lines or ["  (no status yet)"]
 
 

@@ -49,7 +49,8 @@ from gpuserve.autoscaling.shedding import PodQueue
 from gpuserve.llm.calibrating import calibrated
 from gpuserve.llm.deciding import LLMPolicy, decide_llm
 from gpuserve.llm.from_spec import llm_policy_from_spec
-from gpuserve.llm.observing import VllmSnapshot, observe
+from gpuserve.llm.keda_mix import mix_measured
+from gpuserve.llm.observing import VllmSnapshot, windows_of
 from gpuserve.placement.service_plan import (
     ServicePlan,
     first_pods_unseen,
@@ -121,7 +122,8 @@ def evaluate(
     except ValidationError:
         return None  # converge reports it as Stalled
     engine = svc.spec.scaling.engine
-    if engine != "builtin" and not threshold_measured(svc.spec):
+    by_mix = mix_measured(svc.spec)
+    if engine != "builtin" and not (threshold_measured(svc.spec) or by_mix):
         return None
     view = view_of(key, kw)
     windows = state.settings.windows  # the scrape interval and the windows behind it
@@ -137,10 +139,19 @@ def evaluate(
 
     config = policy_config(svc.spec)
     if engine == "keda":
-        # KEDA sizes the service; what is left here is the threshold's measurement.
+        # KEDA sizes the service; what is left here is the thresholds' measurement.
         history = _history(memory, reading, 2 * config.stable_window)
         try:
-            keda_calibrating.calibrate(body, svc, config, view, history, memory, reading.sample.at)
+            if by_mix:
+                found = vllm()
+                snapshots = found.of(*key) if found is not None else {}
+                keda_calibrating.calibrate_mix(
+                    body, svc, view, snapshots, memory, found.at if found else time.time()
+                )
+            else:
+                keda_calibrating.calibrate(
+                    body, svc, config, view, history, memory, reading.sample.at
+                )
         except kube.StaleStatus:
             return None  # the reconcile wrote first; quiet stays unset, so the next pass tries
         memory.quiet = quiet if silent else None
@@ -349,14 +360,7 @@ def _decide_llm(
     """The LLM rule on the stable and recent windows of the service's vLLM series, its
     engines priced by what the stable window measured (gpuserve.llm.calibrating)."""
     latest = snapshots.get(0.0)
-    q = policy.objectives.quantile
-    # The windows the pass read, longest first: the stable one, then the recent one.
-    windows = [
-        observe(start, latest, q) if latest is not None and start.at < latest.at else None
-        for start in (snapshots[ago] for ago in sorted(snapshots, reverse=True) if ago > 0)
-    ]
-    stable = next((w for w in windows if w is not None), None)  # the longest there is
-    recent = windows[-1] if windows else None
+    stable, recent = windows_of(snapshots, policy.objectives.quantile)
     fitted, factor = calibrated(
         policy, stable, latest.replicas if latest is not None else 0, pools.most_serving
     )

@@ -32,6 +32,7 @@ from gpuserve.api.models import (
 )
 from gpuserve.api.status import InferenceServiceStatus, PoolStatus
 from gpuserve.autoscaling.keda_calibration import threshold_measured
+from gpuserve.llm.keda_mix import mix_measured, recorded_mix
 from gpuserve.placement import service_plan
 from gpuserve.placement.service_plan import ServicePlan, plan_service
 from gpuserve.resources import inference_pool
@@ -179,6 +180,8 @@ def _converge(body: Obj, view: ClusterView, state: OperatorState, events: list[E
         status.conditions = without(status.conditions, AUTOSCALER_CONDITIONS)
     if not threshold_measured(svc.spec):
         status.keda_calibration = None  # measured for a threshold there is no more
+    if not mix_measured(svc.spec):
+        status.keda_token_mix = None
     plan = plan_service(
         svc.spec,
         owner=f"{meta.get('namespace', '')}/{meta['name']}",
@@ -270,6 +273,9 @@ def _render(
             scrape_interval=state.settings.scrape_interval,
             keda_service_scale=(
                 status.keda_calibration.service_scale if status.keda_calibration else 1.0
+            ),
+            keda_token_mix=(
+                mix.shape if (mix := recorded_mix(status.keda_token_mix)) is not None else None
             ),
         )
     )

@@ -154,9 +154,9 @@ def what_queues(body: Mapping[str, Any]) -> tuple[Any, ...]:
 
     The uid: deleted and made anew under the same name. The generation: the spec moved.
     The autoscaler's results that change what is rendered, applied once the index holds
-    them: the desired sizes, the pods to route around, and the scale a ScaledObject's
-    threshold is rendered for (controllers.keda_calibrating). Other status writes are the
-    operator's own results and queue nothing."""
+    them: the desired sizes, the pods to route around, and what a ScaledObject's
+    thresholds are rendered for (the scale or the token mix, controllers.keda_calibrating).
+    Other status writes are the operator's own results and queue nothing."""
     meta = body.get("metadata") or {}
     status = body.get("status") or {}
     return (
@@ -166,6 +166,7 @@ def what_queues(body: Mapping[str, Any]) -> tuple[Any, ...]:
         status.get("desiredWarmPool"),
         routed_around(status),
         (status.get("kedaCalibration") or {}).get("serviceScale"),
+        (status.get("kedaTokenMix") or {}).get("requestsPerReplica"),
     )
 
 

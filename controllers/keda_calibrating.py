@@ -1,9 +1,11 @@
-"""`scaling.engine: keda`: the autoscaler's pass measures the compute time the
-ScaledObject's threshold is sized by (gpuserve.autoscaling.keda_calibration).
+"""`scaling.engine: keda`: the autoscaler's pass measures what the ScaledObject's
+thresholds are sized by: the compute time of a request-level service
+(gpuserve.autoscaling.keda_calibration, ``status.kedaCalibration``), the token mix of an
+LLM service (gpuserve.llm.keda_mix, ``status.kedaTokenMix``).
 
-The measurement goes to ``status.kedaCalibration``; the reconcile renders the threshold
-from it, so the ScaledObject has one writer and a restarted operator keeps what was
-measured. Status is written only when the record or its message changes.
+The reconcile renders the thresholds from the record, so the ScaledObject has one writer
+and a restarted operator keeps what was measured. Status is written only when the record
+or its message changes.
 """
 
 from __future__ import annotations
@@ -18,7 +20,11 @@ from controllers import kube
 from controllers.converging import ClusterView, as_body, desired_serving, now_rfc3339
 from controllers.state import ScalingMemory
 from gpuserve.api.models import InferenceService, parse_inference_service
-from gpuserve.api.status import InferenceServiceStatus, KedaCalibrationStatus
+from gpuserve.api.status import (
+    InferenceServiceStatus,
+    KedaCalibrationStatus,
+    KedaTokenMixStatus,
+)
 from gpuserve.autoscaling.config import PolicyConfig
 from gpuserve.autoscaling.keda_calibration import (
     KedaCalibration,
@@ -28,6 +34,15 @@ from gpuserve.autoscaling.keda_calibration import (
 )
 from gpuserve.autoscaling.metrics import MetricHistory
 from gpuserve.autoscaling.service_scale import ComputeMeasurement
+from gpuserve.llm.from_spec import llm_policy_from_spec
+from gpuserve.llm.keda_mix import (
+    KedaTokenMix,
+    describe_mix,
+    measure_mix,
+    mix_measured,
+    recorded_mix,
+)
+from gpuserve.llm.observing import VllmSnapshot, windows_of
 from gpuserve.placement.service_plan import pool_state
 from gpuserve.resources.naming import SERVICES_PLURAL
 
@@ -40,6 +55,13 @@ UNKEPT = (
     "(helm upgrade leaves CRDs as they are; apply this release's crds/). The ScaledObject's "
     "threshold stays as rendered from the spec's service times; measured again in "
     f"{UNKEPT_RETRY_S / 60:g} min or when the spec changes"
+)
+MIX_FIELD = "kedaTokenMix"
+UNKEPT_MIX = (
+    "status.kedaTokenMix was not kept: the installed InferenceService CRD predates it "
+    "(helm upgrade leaves CRDs as they are; apply this release's crds/). The ScaledObject's "
+    "thresholds stay as rendered for the stated token mix (llm.expectedTokens); measured "
+    f"again in {UNKEPT_RETRY_S / 60:g} min or when the spec changes"
 )
 
 
@@ -72,11 +94,8 @@ def calibrate(
     operator) is reported once, and not written again for ``UNKEPT_RETRY_S`` or until the
     spec moves."""
     meta = body["metadata"]
-    if memory.keda_unkept is not None:
-        generation, retry_at = memory.keda_unkept
-        if generation == meta.get("generation") and now < retry_at:
-            return None
-        memory.keda_unkept = None
+    if _waiting_after_unkept(memory, meta, now):
+        return None
     live = dict(body.get("status") or {})
     status = InferenceServiceStatus.model_validate(live)
     found = status.keda_calibration
@@ -107,31 +126,120 @@ def calibrate(
         service_scale=new.scale,
         message=message,
     )
-    if not _write(body, status, live):
-        return None
-    if not _kept(meta):
-        memory.keda_unkept = (meta.get("generation"), now + UNKEPT_RETRY_S)
-        log.warning("%s/%s %s", meta["namespace"], meta["name"], UNKEPT)
-        kopf.warn(as_body(body), reason="KedaCalibrationNotKept", message=UNKEPT)
+    if not _written_and_kept(body, status, live, memory, now, "kedaCalibration", UNKEPT):
         return None
     log.info("%s/%s KedaCalibrated %s", meta["namespace"], meta["name"], message)
     kopf.event(as_body(body), type="Normal", reason="KedaCalibrated", message=message)
     return new
 
 
-def _kept(meta: dict[str, Any]) -> bool:
-    """Whether the object read back holds the record just written. A CRD that predates
-    status.kedaCalibration prunes it; so does nothing else, save the reconcile dropping a
-    record whose service switched engine or format meanwhile."""
+def calibrate_mix(
+    body: dict[str, Any],
+    svc: InferenceService,
+    view: ClusterView,
+    snapshots: dict[float, VllmSnapshot],
+    memory: ScalingMemory,
+    now: float,
+) -> KedaTokenMix | None:
+    """Record the token mix of the stable window when it moves the per-replica rate
+    beyond the band (``calibrate``'s rules otherwise: the message told again, stale
+    status raised, a record the CRD drops reported once); returns what was written."""
+    meta = body["metadata"]
+    policy = llm_policy_from_spec(svc.spec, classes=view.cluster.valid_classes())
+    if policy is None or _waiting_after_unkept(memory, meta, now):
+        return None
+    live = dict(body.get("status") or {})
+    status = InferenceServiceStatus.model_validate(live)
+    found = status.keda_token_mix
+    recorded = recorded_mix(status.keda_token_mix)
+    pools = pool_state(
+        svc.spec, cluster=view.cluster, now=now, serving_target=desired_serving(svc, status)
+    )
+    if not pools.classes:
+        return None
+    class_name, q = pools.classes[0].name, policy.objectives.quantile
+    stable, _ = windows_of(snapshots, q)
+    new = measure_mix(
+        recorded, stable, serving_ready=pools.serving_ready, policy=policy, class_name=class_name
+    )
+    if new is None:
+        if found is None or recorded is None:
+            return None
+        message = describe_mix(recorded, policy, class_name, q)
+        if message == found.message:
+            return None
+        found.message = message  # the same thresholds, told against the spec's new mix
+        _write(body, status, live)
+        return None
+    message = describe_mix(new, policy, class_name, q)
+    s = new.shape
+    status.keda_token_mix = KedaTokenMixStatus(
+        # A record judged again against a new spec keeps the time of its measurement.
+        time=found.time if found and recorded and s == recorded.shape else now_rfc3339(),
+        prompt_tokens=round(s.prompt_mean, 1),
+        prompt_tokens_high=round(s.prompt_high, 1),
+        output_tokens=round(s.output_mean, 1),
+        prefix_hit_rate=round(s.prefix_hit_rate, 4),
+        prompt_square_mean=s.prompt_square_mean,
+        prompt_cube_mean=s.prompt_cube_mean,
+        prompt_fourth_mean=s.prompt_fourth_mean,
+        requests_per_replica=new.per_replica,
+        message=message,
+    )
+    if not _written_and_kept(body, status, live, memory, now, MIX_FIELD, UNKEPT_MIX):
+        return None
+    log.info("%s/%s KedaCalibrated %s", meta["namespace"], meta["name"], message)
+    kopf.event(as_body(body), type="Normal", reason="KedaCalibrated", message=message)
+    return new
+
+
+def _waiting_after_unkept(memory: ScalingMemory, meta: dict[str, Any], now: float) -> bool:
+    """Whether a record the CRD did not keep still waits to be written again."""
+    if memory.keda_unkept is not None:
+        generation, retry_at = memory.keda_unkept
+        if generation == meta.get("generation") and now < retry_at:
+            return True
+        memory.keda_unkept = None
+    return False
+
+
+def _written_and_kept(
+    body: dict[str, Any],
+    status: InferenceServiceStatus,
+    live: dict[str, Any],
+    memory: ScalingMemory,
+    now: float,
+    field: str,
+    unkept: str,
+) -> bool:
+    """Writes ``status``; False when nothing was written, or when the object read back
+    lacks ``field`` (then reported once, and not written again for ``UNKEPT_RETRY_S`` or
+    until the spec moves)."""
+    meta = body["metadata"]
+    if not _write(body, status, live):
+        return False
+    if _kept(meta, field):
+        return True
+    memory.keda_unkept = (meta.get("generation"), now + UNKEPT_RETRY_S)
+    log.warning("%s/%s %s", meta["namespace"], meta["name"], unkept)
+    kopf.warn(as_body(body), reason="KedaCalibrationNotKept", message=unkept)
+    return False
+
+
+def _kept(meta: dict[str, Any], field: str) -> bool:
+    """Whether the object read back holds the record just written (``field`` of status).
+    A CRD that predates the field prunes it; so does nothing else, save the reconcile
+    dropping a record whose service switched engine or format meanwhile."""
     live = kube.get_custom(SERVICES_PLURAL, meta["name"], meta["namespace"])
     if live is None or (live.get("metadata") or {}).get("uid") != meta.get("uid"):
         return True  # gone or made anew: nothing to report
-    if (live.get("status") or {}).get("kedaCalibration") is not None:
+    if (live.get("status") or {}).get(field) is not None:
         return True
     try:
-        return not threshold_measured(parse_inference_service(live).spec)
+        spec = parse_inference_service(live).spec
     except ValidationError:
         return True  # the reconcile reports the spec
+    return not (mix_measured(spec) if field == MIX_FIELD else threshold_measured(spec))
 
 
 def _write(body: dict[str, Any], status: InferenceServiceStatus, live: dict[str, Any]) -> bool:

@@ -23,7 +23,7 @@ from e2e.loadgen import Limits, StreamReplay, Target, constant_rate_requests
 from e2e.loadgen.results import percentile
 from e2e.loadgen.streams import StreamRecord, StreamResult, trace_requests
 from e2e.marks import LOCAL_DATA_PLANE
-from e2e.runner.stack import Stack, apply, condition, local_stack, service_status
+from e2e.runner.stack import Stack, apply, condition, events, local_stack, service_status
 from e2e.test_warm_pool import settled
 from e2e.triton.requests import LLMRequest
 from gpuserve.api.models import (
@@ -211,8 +211,10 @@ def test_under_keda_the_rendered_triggers_read_the_llm_load_in_prometheus(
     The two trigger queries the operator renders, run against the stack's Prometheus while
     one (slowed) replica is overloaded, read the arrivals the client sends (not the
     smaller rate the replica admits) and the queue it builds, and ask for more replicas.
-    (This cluster serves no ScaledObject, so the service is Stalled; KEDA's side is the
-    simulator's replay, tests/llm/test_keda_rendered.py.)"""
+    The operator records the token mix the replica served (status.kedaTokenMix), which
+    the thresholds are then rendered for, and drops it when the service goes back to the
+    builtin engine. (This cluster serves no ScaledObject, so the service is Stalled;
+    KEDA's side is the simulator's replay, tests/llm/test_keda_rendered.py.)"""
     name = "kchat"
     body = llm_service(name)
     body["spec"]["scaling"]["stableWindow"] = "20s"
@@ -279,6 +281,22 @@ def test_under_keda_the_rendered_triggers_read_the_llm_load_in_prometheus(
         seen_waiting / float(waiting["threshold"]),
     )
     assert max(proposals) > 1.0, (proposals, arrivals["threshold"], waiting["threshold"])
+
+    # The operator measured the token mix the replica served (1,000-token prompts, 40
+    # output tokens) and recorded it for the thresholds (status.kedaTokenMix).
+    def recorded() -> dict[str, Any] | None:
+        found: dict[str, Any] | None = service_status(cluster, namespace, name).get("kedaTokenMix")
+        return found
+
+    mix = wait_for(recorded, 60, f"{name}: status.kedaTokenMix")
+    assert abs(mix["promptTokens"] - PROMPT) <= 1 and abs(mix["outputTokens"] - OUTPUT) <= 1
+    assert mix["requestsPerReplica"] > 0 and "measured prompts of 1000 tokens" in mix["message"]
+    said = [e for e in events(cluster, namespace, name) if e["reason"] == "KedaCalibrated"]
+    assert said and "req/s per h100 replica" in said[-1]["message"], said
     result = load.join(timeout_s=seconds + STREAM_TIMEOUT_S + 60)
     assert result.errors() == [], failed_streams(result)
     assert result.completed == rate * seconds
+    # Back under the builtin engine the record goes: nothing renders from it there.
+    body["spec"]["scaling"]["engine"] = "builtin"
+    apply(cluster, namespace, body)
+    wait_for(lambda: recorded() is None, 30, f"{name}: status.kedaTokenMix removed")

@@ -101,6 +101,21 @@ def test_a_keda_services_measured_threshold_is_listed() -> None:
     assert "KEDA threshold" not in render([_service()], 100)
 
 
+def test_an_llm_keda_services_measured_token_mix_is_listed() -> None:
+    obj = _service()
+    obj["status"]["kedaTokenMix"] = {
+        "time": "2026-12-07T07:00:00Z",
+        "promptTokens": 3199.0,
+        "promptTokensHigh": 5000.0,
+        "outputTokens": 318.0,
+        "requestsPerReplica": 5.95,
+        "message": "measured prompts of 3199 tokens on average",
+    }
+    text = " ".join(render([obj], 100).split())
+    assert "token mix measured at 2026-12-07T07:00:00Z: measured prompts of 3199" in text
+    assert "token mix" not in render([_service()], 100)
+
+
 def test_an_api_server_out_of_reach_is_one_line_naming_it(tmp_path: Path) -> None:
     """A refused connection reaches the client as urllib3's MaxRetryError, which is no
     OSError: it printed a traceback."""

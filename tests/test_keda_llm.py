@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from controllers.inferenceservice import what_queues
 from e2e.invalid_cases import valid_llm_service
 from gpuserve.api.models import AcceleratorClassSpec, parse_inference_service
+from gpuserve.llm.capacity import LoadShape
 from gpuserve.llm.deciding import sizing
 from gpuserve.llm.from_spec import llm_policy_from_spec
+from gpuserve.llm.keda_mix import mix_measured
 from gpuserve.resources.keda import UTILISATION, rate_threshold, scaled_object
 
 H100 = AcceleratorClassSpec.model_validate({"gpuProduct": "NVIDIA-H100-80GB-HBM3"})
@@ -89,3 +92,37 @@ def test_a_stated_mix_of_long_prompts_lowers_the_thresholds() -> None:
     long_rate, long_waiting = _triggers(stated)
     assert float(long_rate["threshold"]) < 0.5 * float(default_rate["threshold"])
     assert int(long_waiting["threshold"]) < int(default_waiting["threshold"])
+
+
+def test_the_thresholds_follow_a_recorded_token_mix() -> None:
+    svc = parse_inference_service(_body())
+    default = scaled_object(svc, "h100", H100, "http://prom:9090", classes=CLASSES)
+    measured = scaled_object(
+        svc,
+        "h100",
+        H100,
+        "http://prom:9090",
+        classes=CLASSES,
+        token_mix=LoadShape(6000.0, 20000.0, 400.0),
+    )
+    before = [float(t["metadata"]["threshold"]) for t in default["spec"]["triggers"]]
+    after = [float(t["metadata"]["threshold"]) for t in measured["spec"]["triggers"]]
+    assert after[0] < 0.5 * before[0] and after[1] < before[1]
+
+
+def test_a_new_per_replica_rate_queues_a_reconcile_and_a_new_message_does_not() -> None:
+    def body(rate: float, message: str) -> dict[str, object]:
+        record = {"requestsPerReplica": rate, "message": message, "time": message}
+        return {"metadata": {"uid": "u", "generation": 2}, "status": {"kedaTokenMix": record}}
+
+    assert what_queues(body(3.0, "a")) == what_queues(body(3.0, "b"))
+    assert what_queues(body(3.0, "a")) != what_queues(body(2.0, "a"))
+
+
+def test_only_a_keda_service_the_llm_rule_sizes_has_its_mix_measured() -> None:
+    assert mix_measured(parse_inference_service(_body()).spec)
+    builtin = _body()
+    builtin["spec"]["scaling"]["engine"] = "builtin"
+    assert not mix_measured(parse_inference_service(builtin).spec)
+    # Without a token objective the request-level rule sizes it, under either engine.
+    assert not mix_measured(parse_inference_service(_body({"latency": "20s"})).spec)

@@ -92,6 +92,34 @@ class KedaCalibrationStatus(_Status):
         return value if value > 0.0 else 1.0
 
 
+class KedaTokenMixStatus(_Status):
+    time: str = Field(description="When the token mix was measured (RFC 3339).")
+    prompt_tokens: float = Field(description="Mean prompt tokens over the stable window.")
+    prompt_tokens_high: float = Field(
+        description="Prompt tokens at the objectives' percentile (slo.percentile)."
+    )
+    output_tokens: float = Field(description="Mean output tokens.")
+    prefix_hit_rate: float = Field(
+        default=0.0, description="Share of prompt tokens found in the prefix cache."
+    )
+    # The prompts' higher moments: attention grows with a prompt's square, so the spread
+    # of the mix, not only its mean, sets what a replica serves.
+    prompt_square_mean: float | None = Field(
+        default=None, description="Mean of the prompts' squared lengths."
+    )
+    prompt_cube_mean: float | None = Field(
+        default=None, description="Mean of the prompts' cubed lengths."
+    )
+    prompt_fourth_mean: float | None = Field(
+        default=None, description="Mean of the prompts' lengths to the fourth power."
+    )
+    requests_per_replica: float = Field(
+        description="The per-replica request rate the LLM rule gives this mix on the "
+        "ScaledObject's class; its thresholds are rendered from it."
+    )
+    message: str = Field(default="", description="What was measured and what it changes.")
+
+
 class InferenceServiceStatus(_Status):
     observed_generation: int | None = Field(
         default=None, description="Last metadata.generation fully reconciled."
@@ -131,6 +159,12 @@ class InferenceServiceStatus(_Status):
         default=None,
         description="scaling.engine keda: the compute time measured from Triton that the "
         "ScaledObject's request-rate threshold is sized by (absent until measured).",
+    )
+    keda_token_mix: KedaTokenMixStatus | None = Field(
+        default=None,
+        description="scaling.engine keda, an LLM service with token objectives: the token "
+        "mix measured from its vLLM series that the ScaledObject's thresholds are sized for "
+        "(absent until measured).",
     )
 
 

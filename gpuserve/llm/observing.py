@@ -237,3 +237,18 @@ def observe(earlier: VllmSnapshot, later: VllmSnapshot, quantile: float) -> Obse
         preemptions=increase(vllm.NUM_PREEMPTIONS.name),
         queue_growth=(waiting - earlier.gauges.get(vllm.NUM_REQUESTS_WAITING.name, 0.0)) / window,
     )
+
+
+def windows_of(
+    snapshots: Mapping[float, VllmSnapshot], quantile: float
+) -> tuple[Observation | None, Observation | None]:
+    """The stable and the recent window of one pass's snapshots (seconds before the pass
+    -> snapshot, 0 the pass's own): the longest window there is, and the shortest; None
+    where a start is missing or not before the pass."""
+    latest = snapshots.get(0.0)
+    windows = [
+        observe(start, latest, quantile) if latest is not None and start.at < latest.at else None
+        for start in (snapshots[ago] for ago in sorted(snapshots, reverse=True) if ago > 0)
+    ]
+    stable = next((w for w in windows if w is not None), None)
+    return stable, (windows[-1] if windows else None)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpuserve.api.models import AcceleratorClassSpec, InferenceService
@@ -46,6 +46,7 @@ from gpuserve.autoscaling.query_windows import (
     promql_range,
 )
 from gpuserve.llm import metrics as vllm
+from gpuserve.llm.capacity import LoadShape
 from gpuserve.llm.deciding import LLMPolicy, sizing
 from gpuserve.llm.from_spec import llm_policy_from_spec
 from gpuserve.resources.naming import deployment_name
@@ -130,14 +131,18 @@ def service_keda_scaling(
     classes: Mapping[str, AcceleratorClassSpec],
     scrape_interval: float = DEFAULT_SCRAPE_INTERVAL_S,
     service_scale: float = 1.0,
+    token_mix: LoadShape | None = None,
 ) -> KedaScaling:
     """What the ScaledObject of ``svc``, targeting ``class_name``, asks: by the LLM rule
     where the builtin engine would size the service with it (a TTFT or TPOT objective),
-    else by the request-level capacity model."""
+    for ``token_mix`` (as measured: status.kedaTokenMix) or else the stated mix; otherwise
+    by the request-level capacity model for executions ``service_scale`` times as long as
+    stated."""
     config = policy_config_from_spec(svc.spec)
     llm = llm_policy_from_spec(svc.spec, classes=classes)
     if llm is not None:
-        return llm_keda_scaling(config, llm, class_name, scrape_interval)
+        sized = llm if token_mix is None else replace(llm, fallback_shape=token_mix)
+        return llm_keda_scaling(config, sized, class_name, scrape_interval)
     return keda_scaling(config, accel, scrape_interval, service_scale)
 
 
@@ -208,12 +213,15 @@ def scaled_object(
     scrape_interval: float = DEFAULT_SCRAPE_INTERVAL_S,
     service_scale: float = 1.0,
     classes: Mapping[str, AcceleratorClassSpec] | None = None,
+    token_mix: LoadShape | None = None,
 ) -> Obj:
     """``classes``: the AcceleratorClasses known (an LLM service's engines per class)."""
     name = svc.metadata.name
     config = policy_config_from_spec(svc.spec)
     known = classes if classes is not None else {class_name: accel}
-    k = service_keda_scaling(svc, class_name, accel, known, scrape_interval, service_scale)
+    k = service_keda_scaling(
+        svc, class_name, accel, known, scrape_interval, service_scale, token_mix
+    )
     llm = llm_policy_from_spec(svc.spec, classes=known) is not None
     rate_query, queue_query = _queries(svc, llm, k.rate_window_s)
     triggers: list[Obj] = [

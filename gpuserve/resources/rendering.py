@@ -21,6 +21,7 @@ from gpuserve.api.models import (
     default_triton_image,
 )
 from gpuserve.autoscaling.query_windows import DEFAULT_SCRAPE_INTERVAL_S
+from gpuserve.llm.capacity import LoadShape
 from gpuserve.llm.from_spec import rendered_batched_tokens
 from gpuserve.placement.planning import PoolsPlan
 from gpuserve.resources import inference_pool
@@ -92,6 +93,9 @@ class RenderInput:
     scrape_interval: float = DEFAULT_SCRAPE_INTERVAL_S
     # Measured / stated execution time the KEDA threshold is sized for (status.kedaCalibration).
     keda_service_scale: float = 1.0
+    # The measured token mix an LLM service's KEDA thresholds are sized for
+    # (status.kedaTokenMix); None: the stated one.
+    keda_token_mix: LoadShape | None = None
 
 
 def _owner(service: InferenceService) -> Obj:
@@ -359,6 +363,7 @@ def render_children(inp: RenderInput) -> list[Obj]:
                 inp.scrape_interval,
                 service_scale=inp.keda_service_scale,
                 classes=inp.classes,
+                token_mix=inp.keda_token_mix,
             )
             so["metadata"] = _meta(svc, svc.metadata.name)
             children.append(so)

@@ -114,6 +114,11 @@ def test_an_llm_keda_service_is_replayed_as_rendered_on_its_vllm_triggers(
     arrivals, waiting = (t["metadata"] for t in so["spec"]["triggers"])
     assert said.group(1) == arrivals["threshold"] and said.group(3) == waiting["threshold"]
     assert f"[{said.group(2)}s]" in arrivals["query"] and "vllm:" in arrivals["query"]
+    # The thresholds follow the mix measured, as the operator records it in status.
+    assert "status.kedaTokenMix (recorded 1 time(s)" in out, out
+    assert "measured prompts of 100 tokens on average" in out
+    code, out, _ = simulate(capsys, manifest, steady_trace(tmp_path), "--no-keda-calibration")
+    assert code == 0 and "status.kedaTokenMix: not replayed" in out, out
     # The builtin engine's replay, asked for, says what it is instead.
     code, out, _ = simulate(capsys, manifest, steady_trace(tmp_path), "--policy", "gpuserve")
     assert code == 0 and "policy gpuserve," in out and "KEDA as rendered" not in out
@@ -181,4 +186,4 @@ def test_the_threshold_as_rendered_is_a_what_if_of_the_keda_replay_only(
     assert code == 1 and "--no-keda-calibration goes with --policy gpuserve-keda" in err, err
     llm = ROOT / "examples" / "llama-vllm.yaml"
     code, _, err = simulate(capsys, llm, trace, "--no-keda-calibration")
-    assert code == 1 and "--no-keda-calibration (the gpuserve-keda replay)" in err, err
+    assert code == 1 and "--no-keda-calibration goes with --policy gpuserve-keda" in err, err

@@ -599,9 +599,7 @@ class _Simulation:
                     timing.cached_tokens,
                 )
             )
-        lifetimes = tuple(
-            (r.created, r.gone if r.gone is not None else end) for r in self.replicas
-        )
+        lifetimes = tuple((r.created, r.gone if r.gone is not None else end) for r in self.replicas)
         gpu = sum(gone - made for made, gone in lifetimes)
         counters = self.counters
         queried = counters.gone_queried + sum(

@@ -21,9 +21,9 @@ from gpuserve.llm.capacity import replica_capacity
 from gpuserve.llm.deciding import LLMPolicy, replicas_for
 from gpuserve.llm.from_spec import llm_policy_from_spec
 from gpuserve.llm.gpus import ACTIVATION_BYTES, datasheet_for
+from gpuserve.llm.keda_mix import describe_mix
 from gpuserve.llm.params import EngineParams
 from gpuserve.placement.planning import usable_classes
-from gpuserve.resources.keda import KedaScaling
 from gpuserve.sim.from_spec import placement_order, require_classes
 from gpuserve.sim.llm.cluster import (
     ClusterConfig,
@@ -32,6 +32,7 @@ from gpuserve.sim.llm.cluster import (
     Routing,
     simulate_cluster,
 )
+from gpuserve.sim.llm.keda_rendered import KedaReplay, RenderedKedaLLM
 from gpuserve.sim.llm.lineup import LLMPolicyName, contender, trace_shape
 from gpuserve.sim.llm.oracle import plan_oracle, sizes_alone
 from gpuserve.sim.llm.scalers import GpuserveLLM, Static
@@ -205,6 +206,8 @@ class PolicyRun:
     run: ClusterRun
     bursts_covered: str | None = None
     scaling_limited: str | None = None
+    # gpuserve-keda: the last status.kedaTokenMix the operator would have recorded.
+    keda_token_mix: str | None = None
 
 
 def run_llm_policy(
@@ -214,10 +217,10 @@ def run_llm_policy(
     *,
     routing: Routing = "random",
     seed: int = 1,
-    keda: KedaScaling | None = None,
+    keda: KedaReplay | None = None,
 ) -> PolicyRun:
     """``name`` on ``trace`` with the service's engine, objectives and bounds (``keda``:
-    the service's ScaledObject, for ``gpuserve-keda``)."""
+    the service's scaling fields and class, for ``gpuserve-keda``)."""
     config = ClusterConfig(
         policy.params,
         policy.objectives,
@@ -228,6 +231,9 @@ def run_llm_policy(
     )
     if name not in ("oracle", "static-peak"):
         scaler = contender(name, policy, trace, peak=1, keda=keda)
+        if isinstance(scaler, RenderedKedaLLM):
+            run = simulate_cluster(config, trace, scaler)
+            return PolicyRun(run, keda_token_mix=_mix_line(scaler))
         if not isinstance(scaler, GpuserveLLM):
             return PolicyRun(simulate_cluster(config, trace, scaler))
         scaler.keep_decisions = True
@@ -248,3 +254,15 @@ def run_llm_policy(
     # Static at peak needs only the windows sized alone, not the oracle's end-to-end checks.
     peak = max(sizes_alone(config, trace, target=target, most=most))
     return PolicyRun(simulate_cluster(replace(config, initial_replicas=peak), trace, Static(peak)))
+
+
+def _mix_line(scaler: RenderedKedaLLM) -> str:
+    """The last token mix the replay sized the thresholds for, as status would hold it."""
+    if not scaler.replay.calibrate:
+        return "status.kedaTokenMix: not replayed (--no-keda-calibration): as first rendered"
+    if scaler.mix is None:
+        return "status.kedaTokenMix: none recorded (no request measured)"
+    at, last = scaler.mixes[-1]
+    policy = scaler.policy
+    said = describe_mix(last, policy, scaler.replay.class_name, policy.objectives.quantile)
+    return f"status.kedaTokenMix (recorded {len(scaler.mixes)} time(s), last at {at:.0f}s): {said}"

@@ -16,13 +16,11 @@ import numpy as np
 
 from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S, PolicyConfig, ServiceProfile
 from gpuserve.autoscaling.from_spec import DEFAULT_TIME_PER_BATCH_S, DEFAULT_TIME_PER_ITEM_S
-from gpuserve.autoscaling.query_windows import DEFAULT_SCRAPE_INTERVAL_S
 from gpuserve.llm.capacity import LoadShape, replica_capacity
 from gpuserve.llm.deciding import LLMPolicy
-from gpuserve.resources.keda import KedaScaling, llm_keda_scaling
 from gpuserve.sim.keda_engine import RENDERED_KEDA
 from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, ClusterScaler, simulate_cluster
-from gpuserve.sim.llm.keda_rendered import RenderedKedaLLM
+from gpuserve.sim.llm.keda_rendered import KedaReplay, RenderedKedaLLM
 from gpuserve.sim.llm.oracle import plan_oracle
 from gpuserve.sim.llm.scalers import (
     CLASS,
@@ -89,20 +87,19 @@ def contender(
     trace: TokenTrace,
     *,
     peak: int,
-    keda: KedaScaling | None = None,
+    keda: KedaReplay | None = None,
 ) -> ClusterScaler:
     """One scaler of the lineup within ``policy``'s bounds; ``peak`` is the oracle's peak
     (what static provisioning holds). The baselines' targets are what a load test of
-    ``trace`` on ``policy.params`` would give a team. ``keda``: what the ScaledObject of
-    ``gpuserve-keda`` asks (default: ``rendered_scaling(policy)``)."""
+    ``trace`` on ``policy.params`` would give a team. ``keda``: the service's scaling
+    fields and class for ``gpuserve-keda`` (default: ``keda_replay(policy)``)."""
     most = policy.max_replicas
     if name == "static-peak":
         return Static(peak)
     if name == "gpuserve":
         return GpuserveLLM(policy)
     if name == RENDERED_KEDA:
-        k = keda if keda is not None else rendered_scaling(policy)
-        return RenderedKedaLLM(k, policy.min_replicas, most, policy.objectives.quantile)
+        return RenderedKedaLLM(policy, keda if keda is not None else keda_replay(policy))
     if name == "planner-like":
         return PlannerLike(policy.objectives, policy)
     if name == "keda-waiting":
@@ -117,7 +114,7 @@ def contender(
     return scaler
 
 
-def rendered_scaling(policy: LLMPolicy) -> KedaScaling:
+def keda_replay(policy: LLMPolicy, *, calibrate: bool = True) -> KedaReplay:
     """The ScaledObject gpuserve renders for a service of ``policy`` whose other scaling
     fields are the API's defaults (windows and step limits; the request-level service
     times, which an LLM service's rendering does not read, at their priors)."""
@@ -128,10 +125,12 @@ def rendered_scaling(policy: LLMPolicy) -> KedaScaling:
         max_replicas=policy.max_replicas,
         scale_down_window=policy.scale_down_window_s,
     )
-    return llm_keda_scaling(config, policy, CLASS, DEFAULT_SCRAPE_INTERVAL_S)
+    return KedaReplay(config, CLASS, calibrate)
 
 
-# The rendered ScaledObject of a service that states its trace's token mix.
+# The rendered ScaledObject with its thresholds as first rendered, for the default mix
+# and for the trace's mix stated in the spec: what the measurement changes.
+UNMEASURED_KEDA = "gpuserve-keda-unmeasured"
 STATED_KEDA = "gpuserve-keda-stated"
 
 
@@ -211,8 +210,9 @@ def compare(
     earlier comparison of the same config and trace (computed here when None); only
     gpuserve is simulated then. ``history_s``: as for ``yardsticks``; the runs are whole
     (``ClusterRun.measured_from`` measures them after the history). ``rendered_keda``:
-    ``gpuserve-keda`` and ``gpuserve-keda-stated`` too, after gpuserve (simulated every
-    time, as gpuserve is: they are gpuserve's own rendering)."""
+    ``gpuserve-keda``, ``gpuserve-keda-unmeasured`` and ``gpuserve-keda-stated`` too,
+    after gpuserve (simulated every time, as gpuserve is: they are gpuserve's own
+    rendering)."""
     sticks = (
         reuse
         if reuse is not None
@@ -224,16 +224,19 @@ def compare(
     by_name["gpuserve"] = ours
     order: list[str] = list(SCALED)
     if rendered_keda:
-        # As rendered for the default mix, and for the trace's own as a load test would
-        # state it (spec.llm.expectedTokens).
+        # As the operator runs it (the thresholds following the measured mix), as first
+        # rendered for the default mix, and as first rendered for the trace's own mix as
+        # a load test would state it (spec.llm.expectedTokens).
         stated = replace(policy, fallback_shape=trace_shape(trace, policy.objectives.quantile))
-        q = policy.objectives.quantile
-        for name, sized in ((RENDERED_KEDA, policy), (STATED_KEDA, stated)):
-            keda = RenderedKedaLLM(
-                rendered_scaling(sized), policy.min_replicas, policy.max_replicas, q, name=name
-            )
+        rows = (
+            (RENDERED_KEDA, policy, True),
+            (UNMEASURED_KEDA, policy, False),
+            (STATED_KEDA, stated, False),
+        )
+        for name, sized, measured in rows:
+            keda = RenderedKedaLLM(sized, keda_replay(sized, calibrate=measured), name=name)
             by_name[name] = _run(config, trace, keda, sticks.first)
         at = order.index("gpuserve") + 1
-        order[at:at] = [RENDERED_KEDA, STATED_KEDA]
+        order[at:at] = [name for name, _, _ in rows]
     extra = [by_name[YESTERDAY_STATIC]] if YESTERDAY_STATIC in by_name else []
     return [by_name["oracle"], *(by_name[name] for name in order), *extra]

@@ -46,8 +46,7 @@ class TokenTrace:
         a service that already served ``history`` meets this one."""
         if history.block_size != self.block_size:
             raise ValueError(
-                f"history: {history.block_size}-token hash blocks, this trace "
-                f"{self.block_size}"
+                f"history: {history.block_size}-token hash blocks, this trace {self.block_size}"
             )
         before = tuple(r for r in history.requests if r.arrival_s < seconds)
         shifted = tuple(replace(r, arrival_s=r.arrival_s + seconds) for r in self.requests)
