@@ -140,7 +140,6 @@ def evaluate(
     config = policy_config(svc.spec)
     if engine == "keda":
         # KEDA sizes the service; what is left here is the thresholds' measurement.
-        history = _history(memory, reading, 2 * config.stable_window)
         try:
             if by_mix:
                 found = vllm()
@@ -149,6 +148,7 @@ def evaluate(
                     body, svc, view, snapshots, memory, found.at if found else time.time()
                 )
             else:
+                history = _history(memory, reading, 2 * config.stable_window)
                 keda_calibrating.calibrate(
                     body, svc, config, view, history, memory, reading.sample.at
                 )

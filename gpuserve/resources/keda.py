@@ -124,22 +124,20 @@ def llm_keda_scaling(
     return _scaling(config, rate, waiting, scrape_interval)
 
 
-def service_keda_scaling(
-    svc: InferenceService,
+def _service_keda_scaling(
+    config: PolicyConfig,
+    llm: LLMPolicy | None,
     class_name: str,
     accel: AcceleratorClassSpec,
-    classes: Mapping[str, AcceleratorClassSpec],
-    scrape_interval: float = DEFAULT_SCRAPE_INTERVAL_S,
-    service_scale: float = 1.0,
-    token_mix: LoadShape | None = None,
+    scrape_interval: float,
+    service_scale: float,
+    token_mix: LoadShape | None,
 ) -> KedaScaling:
-    """What the ScaledObject of ``svc``, targeting ``class_name``, asks: by the LLM rule
-    where the builtin engine would size the service with it (a TTFT or TPOT objective),
-    for ``token_mix`` (as measured: status.kedaTokenMix) or else the stated mix; otherwise
-    by the request-level capacity model for executions ``service_scale`` times as long as
+    """What the ScaledObject targeting ``class_name`` asks: by the LLM rule where the
+    builtin engine would size the service with it (``llm``: a TTFT or TPOT objective), for
+    ``token_mix`` (as measured: status.kedaTokenMix) or else the stated mix; otherwise by
+    the request-level capacity model for executions ``service_scale`` times as long as
     stated."""
-    config = policy_config_from_spec(svc.spec)
-    llm = llm_policy_from_spec(svc.spec, classes=classes)
     if llm is not None:
         sized = llm if token_mix is None else replace(llm, fallback_shape=token_mix)
         return llm_keda_scaling(config, sized, class_name, scrape_interval)
@@ -219,11 +217,11 @@ def scaled_object(
     name = svc.metadata.name
     config = policy_config_from_spec(svc.spec)
     known = classes if classes is not None else {class_name: accel}
-    k = service_keda_scaling(
-        svc, class_name, accel, known, scrape_interval, service_scale, token_mix
+    llm = llm_policy_from_spec(svc.spec, classes=known)
+    k = _service_keda_scaling(
+        config, llm, class_name, accel, scrape_interval, service_scale, token_mix
     )
-    llm = llm_policy_from_spec(svc.spec, classes=known) is not None
-    rate_query, queue_query = _queries(svc, llm, k.rate_window_s)
+    rate_query, queue_query = _queries(svc, llm is not None, k.rate_window_s)
     triggers: list[Obj] = [
         {
             "type": "prometheus",
