@@ -90,7 +90,6 @@ class LocalRunner(StartStop):
         self._stopping = threading.Event()
         self._views: dict[str, PodView] = {}
         self._instances: dict[str, PodInstance] = {}
-        self._infos: list[InstanceInfo] = []
         self._last_patch: dict[str, tuple[bool, float]] = {}
         self._last_probe = 0.0
         self._healthy: dict[str, bool] = {}
@@ -162,12 +161,14 @@ class LocalRunner(StartStop):
         if self._own_workdir and self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
 
-
     # ------------------------------------------------------------------ public views
     def instances(self) -> list[InstanceInfo]:
-        """A snapshot of every pod's local Triton (stopped ones are dropped)."""
+        """Every pod's local Triton as it is now (stopped ones are dropped). Read live, not
+        from the last tick: a pod the tick has just set Ready must not read as starting."""
         with self._lock:
-            return list(self._infos)
+            return [
+                inst.info(self._views.get(uid, inst.view)) for uid, inst in self._instances.items()
+            ]
 
     def serving_endpoints(
         self, namespace: str | None = None, service: str | None = None
@@ -315,7 +316,6 @@ class LocalRunner(StartStop):
     def _publish(self, views: dict[str, PodView]) -> None:
         with self._lock:
             infos = [inst.info(views.get(uid, inst.view)) for uid, inst in self._instances.items()]
-            self._infos = infos
             targets = scrape_targets(infos)
             sink = self._sink
             changed = targets != self._targets
