@@ -46,8 +46,8 @@ from gpuserve.autoscaling.limits import limited_condition
 from gpuserve.autoscaling.outruns import covered_condition
 from gpuserve.autoscaling.pools import PoolState
 from gpuserve.autoscaling.shedding import PodQueue
-from gpuserve.llm.calibrating import calibrated
-from gpuserve.llm.deciding import LLMPolicy, decide_llm
+from gpuserve.llm.calibrating import decide_priced
+from gpuserve.llm.deciding import LLMPolicy
 from gpuserve.llm.from_spec import llm_policy_from_spec
 from gpuserve.llm.keda_mix import mix_measured
 from gpuserve.llm.observing import VllmSnapshot, windows_of
@@ -358,14 +358,17 @@ def _decide_llm(
     memory: PolicyMemory,
 ) -> Decision:
     """The LLM rule on the stable and recent windows of the service's vLLM series, its
-    engines priced by what the stable window measured (gpuserve.llm.calibrating)."""
+    engines priced by what the last ten minutes measured (gpuserve.llm.calibrating)."""
     latest = snapshots.get(0.0)
     stable, recent = windows_of(snapshots, policy.objectives.quantile)
-    fitted, factor = calibrated(
-        policy, stable, latest.replicas if latest is not None else 0, pools.most_serving
-    )
-    decision = decide_llm(
-        policy=fitted, stable=stable, recent=recent, pools=pools, now=now, memory=memory
+    decision, factor = decide_priced(
+        policy=policy,
+        stable=stable,
+        recent=recent,
+        pools=pools,
+        now=now,
+        memory=memory,
+        replicas=latest.replicas if latest is not None else 0,
     )
     if factor is not None:
         decision.signals["timeScale"] = factor

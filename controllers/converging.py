@@ -274,9 +274,7 @@ def _render(
             keda_service_scale=(
                 status.keda_calibration.service_scale if status.keda_calibration else 1.0
             ),
-            keda_token_mix=(
-                mix.shape if (mix := recorded_mix(status.keda_token_mix)) is not None else None
-            ),
+            keda_token_mix=recorded_mix(status.keda_token_mix),
         )
     )
 

@@ -34,6 +34,7 @@ from gpuserve.autoscaling.keda_calibration import (
 )
 from gpuserve.autoscaling.metrics import MetricHistory
 from gpuserve.autoscaling.service_scale import ComputeMeasurement
+from gpuserve.llm.calibrating import remember_fit
 from gpuserve.llm.from_spec import llm_policy_from_spec
 from gpuserve.llm.keda_mix import (
     KedaTokenMix,
@@ -158,9 +159,24 @@ def calibrate_mix(
     if not pools.classes:
         return None
     class_name, q = pools.classes[0].name, policy.objectives.quantile
-    stable, _ = windows_of(snapshots, q)
+    stable, recent = windows_of(snapshots, q)
+    latest = snapshots.get(0.0)
+    # The engines' time scale as the builtin engine measures it (gpuserve.llm.calibrating).
+    memory.time_scales, factor = remember_fit(
+        memory.time_scales,
+        now,
+        policy,
+        recent,
+        latest.replicas if latest is not None else 0,
+        class_name,
+    )
     new = measure_mix(
-        recorded, stable, serving_ready=pools.serving_ready, policy=policy, class_name=class_name
+        recorded,
+        stable,
+        serving_ready=pools.serving_ready,
+        policy=policy,
+        class_name=class_name,
+        time_scale=factor,
     )
     if new is None:
         if found is None or recorded is None:
@@ -175,7 +191,11 @@ def calibrate_mix(
     s = new.shape
     status.keda_token_mix = KedaTokenMixStatus(
         # A record judged again against a new spec keeps the time of its measurement.
-        time=found.time if found and recorded and s == recorded.shape else now_rfc3339(),
+        time=(
+            found.time
+            if found and recorded and (s, new.time_scale) == (recorded.shape, recorded.time_scale)
+            else now_rfc3339()
+        ),
         prompt_tokens=round(s.prompt_mean, 1),
         prompt_tokens_high=round(s.prompt_high, 1),
         output_tokens=round(s.output_mean, 1),
@@ -183,6 +203,7 @@ def calibrate_mix(
         prompt_square_mean=s.prompt_square_mean,
         prompt_cube_mean=s.prompt_cube_mean,
         prompt_fourth_mean=s.prompt_fourth_mean,
+        time_scale=new.time_scale,
         requests_per_replica=new.per_replica,
         message=message,
     )

@@ -31,7 +31,11 @@ from gpuserve.api.models import (
     InferenceServiceSpec,
     parse_inference_service,
 )
+from gpuserve.api.status import KedaTokenMixStatus
+from gpuserve.llm.deciding import sizing
+from gpuserve.llm.from_spec import llm_policy_from_spec
 from gpuserve.llm.gpus import engine_params_for_class
+from gpuserve.llm.keda_mix import recorded_mix
 from gpuserve.llm.params import EngineParams
 from gpuserve.resources.keda import scaled_object
 from gpuserve.sim.llm.traces import mooncake
@@ -211,10 +215,11 @@ def test_under_keda_the_rendered_triggers_read_the_llm_load_in_prometheus(
     The two trigger queries the operator renders, run against the stack's Prometheus while
     one (slowed) replica is overloaded, read the arrivals the client sends (not the
     smaller rate the replica admits) and the queue it builds, and ask for more replicas.
-    The operator records the token mix the replica served (status.kedaTokenMix), which
-    the thresholds are then rendered for, and drops it when the service goes back to the
-    builtin engine. (This cluster serves no ScaledObject, so the service is Stalled;
-    KEDA's side is the simulator's replay, tests/llm/test_keda_rendered.py.)"""
+    The operator records the token mix the replica served (status.kedaTokenMix) and the
+    engine's measured time scale, which the thresholds are then rendered for, and drops
+    them when the service goes back to the builtin engine. (This cluster serves no
+    ScaledObject, so the service is Stalled; KEDA's side is the simulator's replay,
+    tests/llm/test_keda_rendered.py.)"""
     name = "kchat"
     body = llm_service(name)
     body["spec"]["scaling"]["stableWindow"] = "20s"
@@ -293,6 +298,22 @@ def test_under_keda_the_rendered_triggers_read_the_llm_load_in_prometheus(
     assert mix["requestsPerReplica"] > 0 and "measured prompts of 1000 tokens" in mix["message"]
     said = [e for e in events(cluster, namespace, name) if e["reason"] == "KedaCalibrated"]
     assert said and "req/s per h100 replica" in said[-1]["message"], said
+
+    # Its engine is priced by what it measured too, once streams have finished: the
+    # emulator is slower than the H100 it was told of (the builtin engine's timeScale).
+    def priced() -> dict[str, Any] | None:
+        found = recorded()
+        return found if found is not None and (found.get("timeScale") or 0) > 1.5 else None
+
+    slow = wait_for(
+        priced, 60, f"{name}: status.kedaTokenMix.timeScale", explain=lambda: str(recorded())
+    )
+    assert "modelled time costs" in slow["message"], slow
+    record = recorded_mix(KedaTokenMixStatus.model_validate(slow))
+    policy = llm_policy_from_spec(parse_inference_service(body).spec, classes={"h100": h100})
+    assert record is not None and policy is not None
+    as_modelled = sizing(policy, "h100", record.shape).per_replica
+    assert slow["requestsPerReplica"] < 0.8 * as_modelled, (slow, as_modelled)
     result = load.join(timeout_s=seconds + STREAM_TIMEOUT_S + 60)
     assert result.errors() == [], failed_streams(result)
     assert result.completed == rate * seconds

@@ -4,6 +4,7 @@ as a few milliseconds of compute and would never scale it)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from controllers.inferenceservice import what_queues
@@ -12,7 +13,7 @@ from gpuserve.api.models import AcceleratorClassSpec, parse_inference_service
 from gpuserve.llm.capacity import LoadShape
 from gpuserve.llm.deciding import sizing
 from gpuserve.llm.from_spec import llm_policy_from_spec
-from gpuserve.llm.keda_mix import mix_measured
+from gpuserve.llm.keda_mix import KedaTokenMix, mix_measured
 from gpuserve.resources.keda import UTILISATION, rate_threshold, scaled_object
 
 H100 = AcceleratorClassSpec.model_validate({"gpuProduct": "NVIDIA-H100-80GB-HBM3"})
@@ -97,17 +98,20 @@ def test_a_stated_mix_of_long_prompts_lowers_the_thresholds() -> None:
 def test_the_thresholds_follow_a_recorded_token_mix() -> None:
     svc = parse_inference_service(_body())
     default = scaled_object(svc, "h100", H100, "http://prom:9090", classes=CLASSES)
-    measured = scaled_object(
-        svc,
-        "h100",
-        H100,
-        "http://prom:9090",
-        classes=CLASSES,
-        token_mix=LoadShape(6000.0, 20000.0, 400.0),
-    )
+    mix = KedaTokenMix(LoadShape(6000.0, 20000.0, 400.0), per_replica=1.0)
+
+    def thresholds(token_mix: KedaTokenMix) -> list[float]:
+        so = scaled_object(
+            svc, "h100", H100, "http://prom:9090", classes=CLASSES, token_mix=token_mix
+        )
+        return [float(t["metadata"]["threshold"]) for t in so["spec"]["triggers"]]
+
     before = [float(t["metadata"]["threshold"]) for t in default["spec"]["triggers"]]
-    after = [float(t["metadata"]["threshold"]) for t in measured["spec"]["triggers"]]
+    after = thresholds(mix)
     assert after[0] < 0.5 * before[0] and after[1] < before[1]
+    # Engines measured at twice their modelled time costs serve fewer requests each.
+    slower = thresholds(replace(mix, time_scale=2.0))
+    assert slower[0] < 0.7 * after[0] and slower[1] <= after[1]
 
 
 def test_a_new_per_replica_rate_queues_a_reconcile_and_a_new_message_does_not() -> None:

@@ -113,6 +113,12 @@ class KedaTokenMixStatus(_Status):
     prompt_fourth_mean: float | None = Field(
         default=None, description="Mean of the prompts' lengths to the fourth power."
     )
+    time_scale: float | None = Field(
+        default=None,
+        description="The factor on the engines' modelled time costs that the replicas' "
+        "measured time per output token gives (lower quartile of the last ten minutes' fits); "
+        "absent: the engines as modelled.",
+    )
     requests_per_replica: float = Field(
         description="The per-replica request rate the LLM rule gives this mix on the "
         "ScaledObject's class; its thresholds are rendered from it."

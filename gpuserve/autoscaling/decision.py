@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -52,6 +53,9 @@ class PolicyMemory:
     dispersions: one record per minute over the burst memory (the LLM rule): (start, sum
         of the evaluations' estimates of the arrivals' index of dispersion, evaluations);
         ``gpuserve.llm.dispersion``.
+    time_scales: one record per minute over ten minutes (the LLM rule): (start, sum of the
+        evaluations' log factors on the engine's modelled time costs, evaluations);
+        ``gpuserve.llm.calibrating``.
     outruns: one record per stretch of evaluations over the burst memory that measured a
         surge past what the pods able to serve within seconds serve: (first and last
         evaluation, the highest rate, req/s; the pods able to serve when it began, the
@@ -69,6 +73,7 @@ class PolicyMemory:
     surges: tuple[tuple[float, float, float, float], ...] = ()
     dispersions: tuple[tuple[float, float, int], ...] = ()
     outruns: Outruns = ()
+    time_scales: tuple[tuple[float, float, int], ...] = ()
 
     def to_status(self) -> dict[str, Any]:
         return {
@@ -76,6 +81,7 @@ class PolicyMemory:
             "surges": [[t, round(v, 3), round(d, 3), round(b, 3)] for t, v, d, b in self.surges],
             "dispersions": [[t, round(s, 3), n] for t, s, n in self.dispersions],
             "outruns": [[s, t, round(r, 3), a, m] for s, t, r, a, m in self.outruns],
+            "timeScales": [[t, round(s, 4), n] for t, s, n in self.time_scales],
             "since": self.since,
             "lastScaleUp": self.last_scale_up,
             "lastScaleDown": self.last_scale_down,
@@ -102,12 +108,7 @@ class PolicyMemory:
             except (TypeError, ValueError, IndexError):
                 continue
             surges.append((t, v, d, b))
-        dispersions: list[tuple[float, float, int]] = []
-        for entry in body.get("dispersions") or []:
-            try:
-                dispersions.append((float(entry[0]), float(entry[1]), int(entry[2])))
-            except (TypeError, ValueError, IndexError):
-                continue
+        dispersions = _minutes(body.get("dispersions"))
         outruns: list[tuple[float, float, float, int, int]] = []
         for entry in body.get("outruns") or []:
             try:
@@ -122,9 +123,24 @@ class PolicyMemory:
             last_scale_down=_float_or_none(body.get("lastScaleDown")),
             panic_until=_float_or_none(body.get("panicUntil")),
             surges=tuple(surges),
-            dispersions=tuple(dispersions),
+            dispersions=dispersions,
             outruns=tuple(outruns),
+            time_scales=_minutes(body.get("timeScales")),
         )
+
+
+def _minutes(entries: object) -> tuple[tuple[float, float, int], ...]:
+    """Per-minute (start, sum, evaluations) records; malformed or non-finite ones left out
+    (status can be edited by hand)."""
+    found: list[tuple[float, float, int]] = []
+    for entry in entries if isinstance(entries, list) else []:
+        try:
+            record = (float(entry[0]), float(entry[1]), int(entry[2]))
+        except (TypeError, ValueError, IndexError, OverflowError):
+            continue
+        if math.isfinite(record[0]) and math.isfinite(record[1]):
+            found.append(record)
+    return tuple(found)
 
 
 def _float_or_none(value: object) -> float | None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from gpuserve.api.models import AcceleratorClassSpec, InferenceService
@@ -46,9 +46,9 @@ from gpuserve.autoscaling.query_windows import (
     promql_range,
 )
 from gpuserve.llm import metrics as vllm
-from gpuserve.llm.capacity import LoadShape
 from gpuserve.llm.deciding import LLMPolicy, sizing
 from gpuserve.llm.from_spec import llm_policy_from_spec
+from gpuserve.llm.keda_mix import KedaTokenMix, sized_for
 from gpuserve.resources.naming import deployment_name
 
 Obj = dict[str, Any]
@@ -131,7 +131,7 @@ def _service_keda_scaling(
     accel: AcceleratorClassSpec,
     scrape_interval: float,
     service_scale: float,
-    token_mix: LoadShape | None,
+    token_mix: KedaTokenMix | None,
 ) -> KedaScaling:
     """What the ScaledObject targeting ``class_name`` asks: by the LLM rule where the
     builtin engine would size the service with it (``llm``: a TTFT or TPOT objective), for
@@ -139,8 +139,7 @@ def _service_keda_scaling(
     the request-level capacity model for executions ``service_scale`` times as long as
     stated."""
     if llm is not None:
-        sized = llm if token_mix is None else replace(llm, fallback_shape=token_mix)
-        return llm_keda_scaling(config, sized, class_name, scrape_interval)
+        return llm_keda_scaling(config, sized_for(llm, token_mix), class_name, scrape_interval)
     return keda_scaling(config, accel, scrape_interval, service_scale)
 
 
@@ -211,7 +210,7 @@ def scaled_object(
     scrape_interval: float = DEFAULT_SCRAPE_INTERVAL_S,
     service_scale: float = 1.0,
     classes: Mapping[str, AcceleratorClassSpec] | None = None,
-    token_mix: LoadShape | None = None,
+    token_mix: KedaTokenMix | None = None,
 ) -> Obj:
     """``classes``: the AcceleratorClasses known (an LLM service's engines per class)."""
     name = svc.metadata.name

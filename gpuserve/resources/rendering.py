@@ -21,8 +21,8 @@ from gpuserve.api.models import (
     default_triton_image,
 )
 from gpuserve.autoscaling.query_windows import DEFAULT_SCRAPE_INTERVAL_S
-from gpuserve.llm.capacity import LoadShape
 from gpuserve.llm.from_spec import rendered_batched_tokens
+from gpuserve.llm.keda_mix import KedaTokenMix
 from gpuserve.placement.planning import PoolsPlan
 from gpuserve.resources import inference_pool
 from gpuserve.resources.keda import scaled_object
@@ -95,7 +95,7 @@ class RenderInput:
     keda_service_scale: float = 1.0
     # The measured token mix an LLM service's KEDA thresholds are sized for
     # (status.kedaTokenMix); None: the stated one.
-    keda_token_mix: LoadShape | None = None
+    keda_token_mix: KedaTokenMix | None = None
 
 
 def _owner(service: InferenceService) -> Obj:

@@ -3,15 +3,28 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
-from gpuserve.llm.calibrating import calibrated
+from gpuserve.autoscaling.decision import Decision, PolicyMemory
+from gpuserve.autoscaling.pools import ClassPool, PoolState
+from gpuserve.llm.calibrating import (
+    SCALE_MEMORY_S,
+    decide_priced,
+    fitted_scale,
+    measured_scale,
+    remember_scale,
+    scaled,
+)
 from gpuserve.llm.capacity import LoadShape, TokenObjectives, predict, replica_capacity, time_scale
 from gpuserve.llm.deciding import LLMPolicy
 from gpuserve.llm.observing import Observation
 from gpuserve.llm.params import EngineParams
 from gpuserve.llm.replay import replay
+from gpuserve.sim.llm.cluster import ClusterConfig, simulate_cluster
+from gpuserve.sim.llm.scalers import GpuserveLLM
+from gpuserve.sim.llm.traces import TokenRequest, TokenTrace
 
 OBJECTIVES = TokenObjectives(ttft_s=2.0, tpot_s=0.2, quantile=0.95)
 SHAPE = LoadShape(prompt_mean=600.0, prompt_high=1500.0, output_mean=120.0)
@@ -54,8 +67,9 @@ def _window(rate: float, params: EngineParams, seconds: float) -> Observation:
         output_mean=sum(outputs) / len(outputs),
     )
     tpot = sum(gaps) / len(gaps)
-    return Observation(seconds, seconds, len(requests) / seconds, shape, None, None, tpot,
-                       0.0, 0.0, 0.0, 0.0)
+    return Observation(
+        seconds, seconds, len(requests) / seconds, shape, None, None, tpot, 0.0, 0.0, 0.0, 0.0
+    )
 
 
 def test_a_replica_five_times_slower_than_the_defaults_is_priced_as_such() -> None:
@@ -63,8 +77,9 @@ def test_a_replica_five_times_slower_than_the_defaults_is_priced_as_such() -> No
     truth = defaults.slower(5.0)
     rate = 0.6 * replica_capacity(truth, SHAPE, OBJECTIVES).rate
     seen = _window(rate, truth, seconds=600.0)
-    fitted, factor = calibrated(LLMPolicy(OBJECTIVES, defaults), seen, replicas=1)
+    factor = fitted_scale(LLMPolicy(OBJECTIVES, defaults), seen, replicas=1)
     assert factor is not None and factor == pytest.approx(5.0, rel=0.15)
+    fitted = scaled(LLMPolicy(OBJECTIVES, defaults), factor)
     assert seen.shape is not None
     true_rate = replica_capacity(truth, seen.shape, OBJECTIVES).rate
     priced = replica_capacity(fitted.params, seen.shape, OBJECTIVES).rate
@@ -72,12 +87,90 @@ def test_a_replica_five_times_slower_than_the_defaults_is_priced_as_such() -> No
     assert priced == pytest.approx(true_rate, rel=0.15)
     assert unfitted > 3 * true_rate  # what the defaults alone would promise
     # Two replicas sharing the same traffic each carried half of it.
-    _, halves = calibrated(LLMPolicy(OBJECTIVES, defaults), seen, replicas=2)
+    halves = fitted_scale(LLMPolicy(OBJECTIVES, defaults), seen, replicas=2)
     assert halves is not None and halves > factor
 
 
 def test_nothing_measured_leaves_the_policy_as_it_is() -> None:
     policy = LLMPolicy(OBJECTIVES)
-    assert calibrated(policy, None, replicas=1) == (policy, None)
+    assert fitted_scale(policy, None, replicas=1) is None
     idle = Observation(60.0, 60.0, 0.0, None, None, None, None, 0.0, 0.0, 0.0, 0.0)
-    assert calibrated(policy, idle, replicas=1) == (policy, None)
+    assert fitted_scale(policy, idle, replicas=1) is None
+    assert scaled(policy, None) is policy
+    assert measured_scale(remember_scale((), 0.0, None)) is None
+
+
+def test_a_few_minutes_of_misfits_do_not_move_the_factor() -> None:
+    """Seven minutes fit 1.5 at every evaluation, three fit 2.0 (contention reads as a
+    slower engine): the near side of the spread prices the engine, not the worst minute;
+    nor does one minute that fits low move it."""
+    minutes: tuple[tuple[float, float, int], ...] = ()
+    for minute in range(10):
+        fit = 2.0 if minute in (2, 5, 8) else 0.5 if minute == 6 else 1.5
+        for step in range(12):
+            minutes = remember_scale(minutes, 60.0 * minute + 5.0 * step, fit)
+    assert len(minutes) == 10 and [n for _, _, n in minutes] == [12] * 10
+    assert measured_scale(minutes) == pytest.approx(1.5)
+    # Minutes older than the memory go: ten more of 3.0 take the factor over.
+    for minute in range(10, 20):
+        minutes = remember_scale(minutes, 60.0 * minute, 3.0)
+    assert all(start > 60.0 * 19 - SCALE_MEMORY_S for start, _, _ in minutes)
+    assert measured_scale(minutes) == pytest.approx(3.0)
+
+
+def test_the_decision_is_priced_at_the_remembered_factor() -> None:
+    """The recent window of a 5x-slow engine fits about 5 (the minute's, which measured no
+    token time here, is not what is fitted); the next evaluation, with nothing measured,
+    still prices the engine so, and the memory carries the minute's fit."""
+    defaults = EngineParams()
+    truth = defaults.slower(5.0)
+    rate = 0.6 * replica_capacity(truth, SHAPE, OBJECTIVES).rate
+    seen = _window(rate, truth, seconds=600.0)
+    minute = replace(seen, tpot_mean_s=None)
+    policy = LLMPolicy(OBJECTIVES, defaults)
+    pools = PoolState((ClassPool("h100", serving_ready=2, cold_start=45.0),))
+
+    def decide(
+        recent: Observation | None, memory: PolicyMemory, replicas: int, now: float = 600.0
+    ) -> tuple[Decision, float | None]:
+        stable = minute if recent is not None else None
+        return decide_priced(
+            policy=policy,
+            stable=stable,
+            recent=recent,
+            pools=pools,
+            now=now,
+            memory=memory,
+            replicas=replicas,
+        )
+
+    first, factor = decide(seen, PolicyMemory(), replicas=1)
+    assert factor is not None and factor == pytest.approx(5.0, rel=0.15)
+    assert first.memory.time_scales and first.memory.time_scales[0][2] == 1
+    assert first.signals["capacityPerReplica"] == pytest.approx(
+        scaled(policy, factor).utilization * replica_capacity(truth, SHAPE, OBJECTIVES).rate,
+        rel=0.3,
+    )
+    unpriced, none = decide(seen, PolicyMemory(), replicas=0)  # no engine reported
+    assert none is None
+    assert unpriced.signals["capacityPerReplica"] > 3 * first.signals["capacityPerReplica"]
+    again, kept = decide(None, first.memory, replicas=0, now=605.0)
+    assert kept == factor and again.memory.time_scales == first.memory.time_scales
+    restored = PolicyMemory.from_status(first.memory.to_status())
+    assert measured_scale(restored.time_scales) == pytest.approx(factor, rel=1e-3)
+
+
+def test_the_simulated_rule_prices_a_slow_engine_as_the_operator_does() -> None:
+    """gpuserve's scaler in the simulator decides through ``decide_priced``: on engines
+    twice as slow as its policy says, its memory measures about 2."""
+    policy = LLMPolicy(OBJECTIVES, EngineParams(), max_replicas=8)
+    rng = random.Random(5)
+    clock, requests = 0.0, []
+    while clock < 300.0:
+        clock += rng.expovariate(1.5)
+        requests.append(TokenRequest(clock, rng.randint(200, 1500), rng.randint(80, 160)))
+    config = ClusterConfig(EngineParams().slower(2.0), OBJECTIVES, initial_replicas=1, seed=2)
+    scaler = GpuserveLLM(policy)
+    simulate_cluster(config, TokenTrace("chat", tuple(requests)), scaler)
+    factor = measured_scale(scaler.memory.time_scales)
+    assert factor is not None and 1.6 < factor < 2.5

@@ -77,3 +77,44 @@ def test_a_hand_edited_record_is_read_as_the_nearest_the_operator_could_write() 
     assert mix.shape.prompt_mean == 1.0 and mix.shape.prompt_high == 1.0
     assert mix.shape.prefix_hit_rate < 1.0 and mix.shape.prompt_square_mean is None
     assert recorded_mix(None) is None
+
+
+def test_engines_measured_slower_lower_the_rate_and_the_factor_is_kept() -> None:
+    window = _window(2000, 200)
+    plain = _measure(None, window)
+    slow = measure_mix(
+        None, window, serving_ready=1, policy=POLICY, class_name=CLASS, time_scale=2.0
+    )
+    assert plain is not None and plain.time_scale is None
+    assert slow is not None and slow.time_scale == 2.0
+    assert slow.per_replica < 0.7 * plain.per_replica
+    # The policy the thresholds are rendered from prices its engines at the factor.
+    priced = sized_for(POLICY, slow)
+    assert priced.params.decode_base_s == 2.0 * POLICY.params.decode_base_s
+    assert window.shape is not None
+    assert abs(sizing(priced, CLASS, window.shape).per_replica - slow.per_replica) < 1e-3
+    # No factor measured now (no traffic fitted): the recorded one stands.
+    assert measure_mix(slow, window, serving_ready=1, policy=POLICY, class_name=CLASS) is None
+    # A factor that moves the rate beyond the band is recorded.
+    faster = measure_mix(
+        slow, window, serving_ready=1, policy=POLICY, class_name=CLASS, time_scale=1.0
+    )
+    assert faster is not None and faster.time_scale == 1.0
+
+
+def test_a_recorded_factor_is_read_within_the_bounds_a_fit_can_give() -> None:
+    def read(scale: float | None) -> float | None:
+        found = KedaTokenMixStatus(
+            time="2026-12-07T00:00:00Z",
+            prompt_tokens=900.0,
+            prompt_tokens_high=2000.0,
+            output_tokens=120.0,
+            time_scale=scale,
+            requests_per_replica=3.0,
+        )
+        mix = recorded_mix(found)
+        assert mix is not None
+        return mix.time_scale
+
+    assert read(None) is None and read(1.7) == 1.7
+    assert read(1e6) == 100.0 and read(0.0) == 0.01 and read(float("nan")) is None

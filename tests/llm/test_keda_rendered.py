@@ -106,3 +106,20 @@ def test_the_lineup_contender_is_the_rendering_of_the_policy() -> None:
     assert isinstance(scaler, RenderedKedaLLM)
     assert scaler.scaling == _first()
     assert scaler.behaviour.down_window == POLICY.scale_down_window_s
+
+
+def test_engines_slower_than_modelled_are_measured_and_the_thresholds_follow() -> None:
+    # The replicas take three times the modelled time costs: the replay fits the factor
+    # from their time per output token, as the operator does, and lowers the thresholds.
+    k = _first()
+    trace = _chat([(0.5 * k.rate_threshold, 420.0)])
+    scaler = _scaler(True)
+    config = ClusterConfig(POLICY.params.slower(3.0), OBJECTIVES, initial_replicas=1, seed=1)
+    run = simulate_cluster(config, trace, scaler)
+    assert scaler.mix is not None and scaler.mix.time_scale is not None
+    assert 2.4 < scaler.mix.time_scale < 3.6
+    assert scaler.scaling.rate_threshold < 0.5 * k.rate_threshold
+    unmeasured = _scaler(False)
+    as_rendered = simulate_cluster(config, trace, unmeasured)
+    assert _most(run) > _most(as_rendered)
+    assert run.attainment() > as_rendered.attainment()

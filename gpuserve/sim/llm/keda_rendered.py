@@ -9,7 +9,8 @@ scrapes of that window, as ``window`` makes them for the other scalers. With sev
 triggers the HPA takes the largest proposal, which is the largest usage ratio's. Like the
 operator, the replay sizes the thresholds again for the token mix it measures
 (``gpuserve.llm.keda_mix``): at every sync, from the scrapes of the stable window, as the
-operator's pass records it and the reconcile re-renders the ScaledObject.
+operator's pass records it and the reconcile re-renders the ScaledObject, with the
+engines priced at the time scale the replicas measure (``gpuserve.llm.calibrating``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpuserve.autoscaling.config import PolicyConfig
+from gpuserve.llm.calibrating import ScaleMinutes, remember_fit
 from gpuserve.llm.deciding import LLMPolicy
 from gpuserve.llm.keda_mix import KedaTokenMix, measure_mix, sized_for
 from gpuserve.resources.keda import KedaScaling, llm_keda_scaling
@@ -25,8 +27,10 @@ from gpuserve.sim.keda_engine import RENDERED_KEDA, hpa_behaviour
 from gpuserve.sim.llm.cluster import ClusterScaler, ClusterView
 from gpuserve.sim.llm.scalers import window
 
-# The operator's stable window of vLLM series (the LLM rule's and the measurement's).
+# The operator's stable and recent windows of vLLM series (the LLM rule's; the mix is
+# measured on the first, the engines' time scale on the second).
 STABLE_WINDOW_S = 60.0
+RECENT_WINDOW_S = 15.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,7 @@ class RenderedKedaLLM(ClusterScaler):
     mix: KedaTokenMix | None = field(init=False, default=None)
     # (time, mix) each time the thresholds were sized again, for the report.
     mixes: list[tuple[float, KedaTokenMix]] = field(init=False, default_factory=list)
+    time_scales: ScaleMinutes = field(init=False, default=())
 
     def __post_init__(self) -> None:
         self.scaling = self._render()
@@ -85,13 +90,25 @@ class RenderedKedaLLM(ClusterScaler):
         )
 
     def _calibrate(self, view: ClusterView) -> None:
-        stable = window(view, STABLE_WINDOW_S, self.policy.objectives.quantile)
+        q = self.policy.objectives.quantile
+        stable = window(view, STABLE_WINDOW_S, q)
+        class_name = self.replay.class_name
+        replicas = view.snapshots[-1].replicas if view.snapshots else 0
+        self.time_scales, factor = remember_fit(
+            self.time_scales,
+            view.now,
+            self.policy,
+            window(view, RECENT_WINDOW_S, q),
+            replicas,
+            class_name,
+        )
         new = measure_mix(
             self.mix,
             stable,
             serving_ready=view.serving,
             policy=self.policy,
-            class_name=self.replay.class_name,
+            class_name=class_name,
+            time_scale=factor,
         )
         if new is None:
             return

@@ -18,6 +18,7 @@ from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S, PolicyConfig, Servi
 from gpuserve.autoscaling.from_spec import DEFAULT_TIME_PER_BATCH_S, DEFAULT_TIME_PER_ITEM_S
 from gpuserve.llm.capacity import LoadShape, replica_capacity
 from gpuserve.llm.deciding import LLMPolicy
+from gpuserve.llm.params import EngineParams
 from gpuserve.sim.keda_engine import RENDERED_KEDA
 from gpuserve.sim.llm.cluster import ClusterConfig, ClusterRun, ClusterScaler, simulate_cluster
 from gpuserve.sim.llm.keda_rendered import KedaReplay, RenderedKedaLLM
@@ -203,6 +204,7 @@ def compare(
     reuse: Yardsticks | None = None,
     history_s: float = 0.0,
     rendered_keda: bool = False,
+    stated_params: EngineParams | None = None,
 ) -> list[Entry]:
     """The oracle first, then static at its peak, gpuserve and the baselines (and
     static-yesterday after them, with a history). ``scale_down_window_s``: gpuserve's
@@ -218,7 +220,8 @@ def compare(
         if reuse is not None
         else yardsticks(config, trace, window_s=window_s, history_s=history_s)
     )
-    policy = _policy(config, sticks.peak, scale_down_window_s)
+    told = config if stated_params is None else replace(config, params=stated_params)
+    policy = _policy(told, sticks.peak, scale_down_window_s)
     ours = _run(config, trace, contender("gpuserve", policy, trace, peak=sticks.peak), sticks.first)
     by_name = {e.name: e for e in sticks.entries}
     by_name["gpuserve"] = ours

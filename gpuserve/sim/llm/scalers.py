@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from gpuserve.autoscaling.decision import Decision, PolicyMemory
 from gpuserve.autoscaling.pools import ClassPool, PoolState
 from gpuserve.llm import metrics as vllm
+from gpuserve.llm.calibrating import decide_priced
 from gpuserve.llm.capacity import TokenObjectives, replica_capacity
-from gpuserve.llm.deciding import LLMPolicy, decide_llm
+from gpuserve.llm.deciding import LLMPolicy
 from gpuserve.llm.observing import Observation, VllmSnapshot, observe
 from gpuserve.sim.llm.cluster import ClusterScaler, ClusterView
 
@@ -38,10 +39,26 @@ def window(view: ClusterView, seconds: float, quantile: float) -> Observation | 
     return observe(earlier, latest, quantile)
 
 
+def pool_of(view: ClusterView, policy: LLMPolicy) -> PoolState:
+    """The cluster's one class of replicas as the rule sees a pool: those serving, those
+    still starting (each a whole start-up from ready)."""
+    return PoolState(
+        (
+            ClassPool(
+                CLASS,
+                serving_ready=view.serving,
+                starting=(0.0,) * view.starting,
+                cold_start=policy.startup_s,
+            ),
+        )
+    )
+
+
 @dataclass
 class GpuserveLLM(ClusterScaler):
     """gpuserve's LLM rule (``gpuserve.llm.deciding.decide_llm``), called as the operator
-    calls ``decide()``: a stable (60 s) and a recent (15 s) window, the pool, the memory."""
+    calls it: a stable (60 s) and a recent (15 s) window, the pool, the memory, the
+    engines priced by the time per output token measured (``decide_priced``)."""
 
     policy: LLMPolicy
     name: str = "gpuserve"
@@ -53,23 +70,15 @@ class GpuserveLLM(ClusterScaler):
 
     def target(self, view: ClusterView) -> int | None:
         q = self.policy.objectives.quantile
-        pools = PoolState(
-            (
-                ClassPool(
-                    CLASS,
-                    serving_ready=view.serving,
-                    starting=(0.0,) * view.starting,
-                    cold_start=self.policy.startup_s,
-                ),
-            )
-        )
-        decision = decide_llm(
+        pools = pool_of(view, self.policy)
+        decision, _ = decide_priced(
             policy=self.policy,
             stable=window(view, 60.0, q),
             recent=window(view, 15.0, q),
             pools=pools,
             now=view.now,
             memory=self.memory,
+            replicas=view.snapshots[-1].replicas if view.snapshots else 0,
         )
         self.memory = decision.memory
         if self.keep_decisions:
