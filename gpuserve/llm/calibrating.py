@@ -89,10 +89,17 @@ def remember_scale(
 
 
 def measured_scale(minutes: ScaleMinutes) -> float | None:
-    """The lower quartile of the minutes' geometric mean factors (the minute in progress
-    too: the factor of a service's first minute is all there is); None before any fit."""
-    means = sorted(total / count for _, total, count in minutes if count > 0)
-    return math.exp(means[(len(means) - 1) // 4]) if means else None
+    """The geometric mean factor of the newest minute that has one (the minute in
+    progress too: the factor of a service's first minute is all there is); None before
+    any fit."""
+    means = [total / count for _, total, count in minutes if count > 0]
+    return math.exp(means[-1]) if means else None
+
+
+def contended(window: Observation) -> bool:
+    """Whether requests waited or were preempted in ``window``: its steps were stretched
+    by a queue the model's steady state does not have."""
+    return window.waiting > 0 or window.preemptions > 0
 
 
 def remember_fit(
@@ -104,8 +111,14 @@ def remember_fit(
     served_by: str | None,
 ) -> tuple[ScaleMinutes, float | None]:
     """``window``'s fit added to ``minutes``, and the factor they measure now (None before
-    any fit): the builtin engine's pricing and a KEDA service's thresholds follow this."""
-    kept = remember_scale(minutes, now, fitted_scale(policy, window, replicas, served_by))
+    any fit): the builtin engine's pricing and a KEDA service's thresholds follow this. A
+    contended window's fit is kept only while no other is known: an engine overloaded
+    from its start must still be priced."""
+    fit = fitted_scale(policy, window, replicas, served_by)
+    known = any(count > 0 for _, _, count in minutes)
+    if fit is not None and window is not None and contended(window) and known:
+        fit = None
+    kept = remember_scale(minutes, now, fit)
     return kept, measured_scale(kept)
 
 

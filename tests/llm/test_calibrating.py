@@ -11,9 +11,11 @@ from gpuserve.autoscaling.decision import Decision, PolicyMemory
 from gpuserve.autoscaling.pools import ClassPool, PoolState
 from gpuserve.llm.calibrating import (
     SCALE_MEMORY_S,
+    contended,
     decide_priced,
     fitted_scale,
     measured_scale,
+    remember_fit,
     remember_scale,
     scaled,
 )
@@ -100,22 +102,40 @@ def test_nothing_measured_leaves_the_policy_as_it_is() -> None:
     assert measured_scale(remember_scale((), 0.0, None)) is None
 
 
-def test_a_few_minutes_of_misfits_do_not_move_the_factor() -> None:
-    """Seven minutes fit 1.5 at every evaluation, three fit 2.0 (contention reads as a
-    slower engine): the near side of the spread prices the engine, not the worst minute;
-    nor does one minute that fits low move it."""
+def test_the_factor_is_the_newest_minutes_and_outlives_its_traffic() -> None:
+    """Twelve fits a minute: the minute's geometric mean prices the engine, the newest
+    minute that has fits is the one that counts, and minutes past the memory go."""
     minutes: tuple[tuple[float, float, int], ...] = ()
-    for minute in range(10):
-        fit = 2.0 if minute in (2, 5, 8) else 0.5 if minute == 6 else 1.5
-        for step in range(12):
-            minutes = remember_scale(minutes, 60.0 * minute + 5.0 * step, fit)
-    assert len(minutes) == 10 and [n for _, _, n in minutes] == [12] * 10
-    assert measured_scale(minutes) == pytest.approx(1.5)
-    # Minutes older than the memory go: ten more of 3.0 take the factor over.
-    for minute in range(10, 20):
-        minutes = remember_scale(minutes, 60.0 * minute, 3.0)
-    assert all(start > 60.0 * 19 - SCALE_MEMORY_S for start, _, _ in minutes)
+    for step in range(12):
+        minutes = remember_scale(minutes, 5.0 * step, 2.0 if step % 2 else 0.5)
+    assert len(minutes) == 1 and minutes[0][2] == 12
+    assert measured_scale(minutes) == pytest.approx(1.0)
+    minutes = remember_scale(minutes, 60.0, 3.0)
     assert measured_scale(minutes) == pytest.approx(3.0)
+    # No fit for five minutes (no traffic): the last one still prices the engine.
+    minutes = remember_scale(minutes, 360.0, None)
+    assert measured_scale(minutes) == pytest.approx(3.0)
+    # Past the memory nothing is left.
+    assert remember_scale(minutes, 60.0 + SCALE_MEMORY_S + 1.0, None) == ()
+
+
+def test_a_contended_window_is_fitted_only_while_nothing_else_is_known() -> None:
+    """Requests waiting stretch the steps beyond the model's steady state: such a window
+    would read the engine as slower than it is. It is fitted only when no other fit is
+    known (an engine overloaded from its first minute must still be priced)."""
+    defaults = EngineParams()
+    truth = defaults.slower(2.0)
+    rate = 0.5 * replica_capacity(truth, SHAPE, OBJECTIVES).rate
+    calm = _window(rate, truth, seconds=300.0)
+    queued = replace(calm, waiting=4.0, tpot_mean_s=3 * (calm.tpot_mean_s or 0.0))
+    policy = LLMPolicy(OBJECTIVES, defaults)
+    _, alone = remember_fit((), 0.0, policy, queued, 1, None)
+    assert alone is not None and alone > 3.0  # the only measurement there is
+    known, factor = remember_fit((), 0.0, policy, calm, 1, None)
+    assert factor is not None and factor == pytest.approx(2.0, rel=0.15)
+    after, same = remember_fit(known, 5.0, policy, queued, 1, None)
+    assert same == factor and after == known
+    assert contended(queued) and not contended(calm)
 
 
 def test_the_decision_is_priced_at_the_remembered_factor() -> None:
