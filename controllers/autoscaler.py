@@ -361,7 +361,7 @@ def _decide_llm(
     engines priced by what the last ten minutes measured (gpuserve.llm.calibrating)."""
     latest = snapshots.get(0.0)
     stable, recent = windows_of(snapshots, policy.objectives.quantile)
-    decision, factor = decide_priced(
+    decision, _ = decide_priced(
         policy=policy,
         stable=stable,
         recent=recent,
@@ -370,8 +370,6 @@ def _decide_llm(
         memory=memory,
         replicas=latest.replicas if latest is not None else 0,
     )
-    if factor is not None:
-        decision.signals["timeScale"] = factor
     return decision
 
 

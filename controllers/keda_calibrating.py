@@ -34,7 +34,7 @@ from gpuserve.autoscaling.keda_calibration import (
 )
 from gpuserve.autoscaling.metrics import MetricHistory
 from gpuserve.autoscaling.service_scale import ComputeMeasurement
-from gpuserve.llm.calibrating import remember_fit
+from gpuserve.llm.calibrating import fitted_scale
 from gpuserve.llm.from_spec import llm_policy_from_spec
 from gpuserve.llm.keda_mix import (
     KedaTokenMix,
@@ -159,17 +159,10 @@ def calibrate_mix(
     if not pools.classes:
         return None
     class_name, q = pools.classes[0].name, policy.objectives.quantile
-    stable, recent = windows_of(snapshots, q)
+    stable, _ = windows_of(snapshots, q)
     latest = snapshots.get(0.0)
     # The engines' time scale as the builtin engine measures it (gpuserve.llm.calibrating).
-    memory.time_scales, factor = remember_fit(
-        memory.time_scales,
-        now,
-        policy,
-        recent,
-        latest.replicas if latest is not None else 0,
-        class_name,
-    )
+    factor = fitted_scale(policy, stable, latest.replicas if latest is not None else 0, class_name)
     new = measure_mix(
         recorded,
         stable,

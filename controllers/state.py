@@ -20,7 +20,6 @@ from controllers.prometheus_source import PrometheusSource
 from controllers.settings import Settings
 from controllers.workqueue import ReconcileQueue
 from gpuserve.autoscaling import MetricSample, PolicyMemory
-from gpuserve.llm.calibrating import ScaleMinutes
 
 T = TypeVar("T")
 
@@ -111,9 +110,6 @@ class ScalingMemory:
     # A KEDA calibration the installed CRD did not keep: (the generation it was written
     # for, when to try again). Until then the autoscaler writes none.
     keda_unkept: tuple[int | None, float] | None = None
-    # Under KEDA, an LLM service's fits of its engines' time scale per minute
-    # (gpuserve.llm.calibrating); the builtin engine keeps them in ``policy`` instead.
-    time_scales: ScaleMinutes = ()
 
 
 @dataclass

@@ -116,7 +116,7 @@ class KedaTokenMixStatus(_Status):
     time_scale: float | None = Field(
         default=None,
         description="The factor on the engines' modelled time costs that the replicas' "
-        "measured time per output token gives (lower quartile of the last ten minutes' fits); "
+        "measured time per output token gives over the stable window; "
         "absent: the engines as modelled.",
     )
     requests_per_replica: float = Field(

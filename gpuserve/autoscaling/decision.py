@@ -53,9 +53,6 @@ class PolicyMemory:
     dispersions: one record per minute over the burst memory (the LLM rule): (start, sum
         of the evaluations' estimates of the arrivals' index of dispersion, evaluations);
         ``gpuserve.llm.dispersion``.
-    time_scales: one record per minute over ten minutes (the LLM rule): (start, sum of the
-        evaluations' log factors on the engine's modelled time costs, evaluations);
-        ``gpuserve.llm.calibrating``.
     outruns: one record per stretch of evaluations over the burst memory that measured a
         surge past what the pods able to serve within seconds serve: (first and last
         evaluation, the highest rate, req/s; the pods able to serve when it began, the
@@ -73,7 +70,6 @@ class PolicyMemory:
     surges: tuple[tuple[float, float, float, float], ...] = ()
     dispersions: tuple[tuple[float, float, int], ...] = ()
     outruns: Outruns = ()
-    time_scales: tuple[tuple[float, float, int], ...] = ()
 
     def to_status(self) -> dict[str, Any]:
         return {
@@ -81,7 +77,6 @@ class PolicyMemory:
             "surges": [[t, round(v, 3), round(d, 3), round(b, 3)] for t, v, d, b in self.surges],
             "dispersions": [[t, round(s, 3), n] for t, s, n in self.dispersions],
             "outruns": [[s, t, round(r, 3), a, m] for s, t, r, a, m in self.outruns],
-            "timeScales": [[t, round(s, 4), n] for t, s, n in self.time_scales],
             "since": self.since,
             "lastScaleUp": self.last_scale_up,
             "lastScaleDown": self.last_scale_down,
@@ -125,7 +120,6 @@ class PolicyMemory:
             surges=tuple(surges),
             dispersions=dispersions,
             outruns=tuple(outruns),
-            time_scales=_minutes(body.get("timeScales")),
         )
 
 

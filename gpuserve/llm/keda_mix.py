@@ -9,8 +9,8 @@ request counts. The builtin engine sizes from the measured mix at every evaluati
 under KEDA the operator takes the same measurement (the stable window's ``LoadShape``),
 records it in status, and the reconcile renders the thresholds for it. The engines are
 priced as the builtin engine prices them: at the factor on their modelled time costs that
-the replicas' time per output token measured over the last ten minutes
-(``gpuserve.llm.calibrating``), recorded beside the mix. As for the
+the stable window's time per output token gives (``gpuserve.llm.calibrating``), recorded
+beside the mix. As for the
 request-level record (gpuserve.autoscaling.keda_calibration), a new measurement replaces
 the recorded one only when it moves the per-replica rate by more than ``BAND``.
 """
@@ -59,7 +59,7 @@ def measure_mix(
 ) -> KedaTokenMix | None:
     """The mix to record now from the stable window, or None to keep ``recorded`` (the
     operator's pass and the replay both judge by this). ``time_scale``: the factor the
-    replicas measure now (``calibrating.remember_fit``); None keeps the recorded one.
+    replicas measure now (``calibrating.fitted_scale``); None keeps the recorded one.
 
     Without a measurement (no request in the window, or no serving replica ready), the
     recorded mix is judged again against ``policy``: objectives or classes that changed

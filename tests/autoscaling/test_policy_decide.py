@@ -130,14 +130,13 @@ def test_memory_survives_a_status_round_trip_and_bad_status() -> None:
         last_scale_up=6.0,
         panic_until=70.0,
         dispersions=((0.0, 12.5, 12), (60.0, 30.25, 11)),
-        time_scales=((0.0, 4.8656, 12),),
     )
     assert PolicyMemory.from_status(memory.to_status()) == memory
     bad = {
         "recommendations": [["x"]],
         "since": "y",
         "dispersions": [[0.0, "z", 3], [1.0]],
-        "timeScales": [[0.0, "nan", 3], [60.0, "inf", 2], "w", [1.0]],
+        "outruns": "w",
     }
     assert PolicyMemory.from_status(bad) == PolicyMemory()
 

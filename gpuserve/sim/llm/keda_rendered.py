@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpuserve.autoscaling.config import PolicyConfig
-from gpuserve.llm.calibrating import ScaleMinutes, remember_fit
+from gpuserve.llm.calibrating import fitted_scale
 from gpuserve.llm.deciding import LLMPolicy
 from gpuserve.llm.keda_mix import KedaTokenMix, measure_mix, sized_for
 from gpuserve.resources.keda import KedaScaling, llm_keda_scaling
@@ -27,10 +27,8 @@ from gpuserve.sim.keda_engine import RENDERED_KEDA, hpa_behaviour
 from gpuserve.sim.llm.cluster import ClusterScaler, ClusterView
 from gpuserve.sim.llm.scalers import window
 
-# The operator's stable and recent windows of vLLM series (the LLM rule's; the mix is
-# measured on the first, the engines' time scale on the second).
+# The operator's stable window of vLLM series (the LLM rule's and the measurement's).
 STABLE_WINDOW_S = 60.0
-RECENT_WINDOW_S = 15.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +56,6 @@ class RenderedKedaLLM(ClusterScaler):
     mix: KedaTokenMix | None = field(init=False, default=None)
     # (time, mix) each time the thresholds were sized again, for the report.
     mixes: list[tuple[float, KedaTokenMix]] = field(init=False, default_factory=list)
-    time_scales: ScaleMinutes = field(init=False, default=())
 
     def __post_init__(self) -> None:
         self.scaling = self._render()
@@ -90,18 +87,10 @@ class RenderedKedaLLM(ClusterScaler):
         )
 
     def _calibrate(self, view: ClusterView) -> None:
-        q = self.policy.objectives.quantile
-        stable = window(view, STABLE_WINDOW_S, q)
+        stable = window(view, STABLE_WINDOW_S, self.policy.objectives.quantile)
         class_name = self.replay.class_name
         replicas = view.snapshots[-1].replicas if view.snapshots else 0
-        self.time_scales, factor = remember_fit(
-            self.time_scales,
-            view.now,
-            self.policy,
-            window(view, RECENT_WINDOW_S, q),
-            replicas,
-            class_name,
-        )
+        factor = fitted_scale(self.policy, stable, replicas, class_name)
         new = measure_mix(
             self.mix,
             stable,
