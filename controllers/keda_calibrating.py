@@ -34,7 +34,7 @@ from gpuserve.autoscaling.keda_calibration import (
 )
 from gpuserve.autoscaling.metrics import MetricHistory
 from gpuserve.autoscaling.service_scale import ComputeMeasurement
-from gpuserve.llm.calibrating import fitted_scale
+from gpuserve.llm.calibrating import fit_or_known
 from gpuserve.llm.from_spec import llm_policy_from_spec
 from gpuserve.llm.keda_mix import (
     KedaTokenMix,
@@ -162,7 +162,13 @@ def calibrate_mix(
     stable, _ = windows_of(snapshots, q)
     latest = snapshots.get(0.0)
     # The engines' time scale as the builtin engine measures it (gpuserve.llm.calibrating).
-    factor = fitted_scale(policy, stable, latest.replicas if latest is not None else 0, class_name)
+    factor = fit_or_known(
+        policy,
+        stable,
+        latest.replicas if latest is not None else 0,
+        class_name,
+        recorded.time_scale if recorded is not None else None,
+    )
     new = measure_mix(
         recorded,
         stable,

@@ -70,6 +70,7 @@ class PolicyMemory:
     surges: tuple[tuple[float, float, float, float], ...] = ()
     dispersions: tuple[tuple[float, float, int], ...] = ()
     outruns: Outruns = ()
+    time_scale: float | None = None
 
     def to_status(self) -> dict[str, Any]:
         return {
@@ -77,6 +78,7 @@ class PolicyMemory:
             "surges": [[t, round(v, 3), round(d, 3), round(b, 3)] for t, v, d, b in self.surges],
             "dispersions": [[t, round(s, 3), n] for t, s, n in self.dispersions],
             "outruns": [[s, t, round(r, 3), a, m] for s, t, r, a, m in self.outruns],
+            "timeScale": self.time_scale,
             "since": self.since,
             "lastScaleUp": self.last_scale_up,
             "lastScaleDown": self.last_scale_down,
@@ -120,6 +122,7 @@ class PolicyMemory:
             surges=tuple(surges),
             dispersions=dispersions,
             outruns=tuple(outruns),
+            time_scale=_positive_or_none(body.get("timeScale")),
         )
 
 
@@ -135,6 +138,11 @@ def _minutes(entries: object) -> tuple[tuple[float, float, int], ...]:
         if math.isfinite(record[0]) and math.isfinite(record[1]):
             found.append(record)
     return tuple(found)
+
+
+def _positive_or_none(value: object) -> float | None:
+    found = _float_or_none(value)
+    return found if found is not None and 0 < found < math.inf else None
 
 
 def _float_or_none(value: object) -> float | None:

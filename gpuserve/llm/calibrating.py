@@ -49,6 +49,29 @@ def fitted_scale(
     return min(max(factor, SCALE_BOUNDS[0]), SCALE_BOUNDS[1])
 
 
+def contended(window: Observation) -> bool:
+    """Whether requests waited or were preempted in ``window``: its steps were stretched
+    by a queue the model's steady state does not have, and its fit reads the engine as
+    slower than it is."""
+    return window.waiting > 0 or window.preemptions > 0 or window.queue_growth > 0
+
+
+def fit_or_known(
+    policy: LLMPolicy,
+    window: Observation | None,
+    replicas: int,
+    served_by: str | None,
+    known: float | None,
+) -> float | None:
+    """``window``'s fit; ``known`` (the factor last fitted) where the window was contended
+    or measured nothing, and one is known: an engine overloaded from its start is still
+    priced, by its contended fit."""
+    fit = fitted_scale(policy, window, replicas, served_by)
+    if known is not None and (fit is None or window is None or contended(window)):
+        return known
+    return fit
+
+
 def scaled(policy: LLMPolicy, factor: float | None) -> LLMPolicy:
     """``policy`` with every class's engine time costs times ``factor`` (as is for None)."""
     if factor is None:
@@ -74,14 +97,14 @@ def decide_priced(
     (None where the window measured nothing; in the signals as ``timeScale``): the
     operator's pass and the simulator's scaler both decide by this. ``replicas``: the
     engines that reported at the window's end."""
-    factor = fitted_scale(policy, stable, replicas, pools.most_serving)
+    factor = fit_or_known(policy, stable, replicas, pools.most_serving, memory.time_scale)
     decision = decide_llm(
         policy=scaled(policy, factor),
         stable=stable,
         recent=recent,
         pools=pools,
         now=now,
-        memory=memory,
+        memory=replace(memory, time_scale=factor),
     )
     if factor is not None:
         decision.signals["timeScale"] = factor

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpuserve.autoscaling.config import PolicyConfig
-from gpuserve.llm.calibrating import fitted_scale
+from gpuserve.llm.calibrating import fit_or_known
 from gpuserve.llm.deciding import LLMPolicy
 from gpuserve.llm.keda_mix import KedaTokenMix, measure_mix, sized_for
 from gpuserve.resources.keda import KedaScaling, llm_keda_scaling
@@ -90,7 +90,8 @@ class RenderedKedaLLM(ClusterScaler):
         stable = window(view, STABLE_WINDOW_S, self.policy.objectives.quantile)
         class_name = self.replay.class_name
         replicas = view.snapshots[-1].replicas if view.snapshots else 0
-        factor = fitted_scale(self.policy, stable, replicas, class_name)
+        known = self.mix.time_scale if self.mix is not None else None
+        factor = fit_or_known(self.policy, stable, replicas, class_name, known)
         new = measure_mix(
             self.mix,
             stable,
