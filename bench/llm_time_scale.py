@@ -11,7 +11,8 @@ turning them into a price:
 - ``unpriced``: no factor (how the simulator ran the rule until 2026-12-07);
 - ``each minute``: each evaluation at its own 60-s window's fit (the operator until
   2026-12-07);
-- ``shipped``: the lower quartile of ten minutes of 15-s fits (``decide_priced``).
+- ``shipped``: the same, but a window in which requests waited keeps the factor last
+  fitted (``decide_priced``).
 
 Within both objectives, % (worst seed), on GPU-hours and their ratio to the oracle's.
 The workloads and engines are those of ``bench/llm_capacity.py``.

@@ -358,7 +358,7 @@ def _decide_llm(
     memory: PolicyMemory,
 ) -> Decision:
     """The LLM rule on the stable and recent windows of the service's vLLM series, its
-    engines priced by what the last ten minutes measured (gpuserve.llm.calibrating)."""
+    engines priced by what the stable window measured (gpuserve.llm.calibrating)."""
     latest = snapshots.get(0.0)
     stable, recent = windows_of(snapshots, policy.objectives.quantile)
     decision, _ = decide_priced(

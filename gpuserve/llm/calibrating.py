@@ -6,15 +6,17 @@ replicas' measured mean time per output token, at the load they carried, sets on
 on every time cost (``capacity.time_scale``). Sizes (KV blocks, batch bounds) stay as the
 spec says. Without a measurement (no traffic yet) the parameters are used as they are.
 
-Each evaluation is priced at the fit of its own stable (60-s) window, as a load that
-changes changes what one factor must stand for: a real engine's fixed cost per step and
-its per-token costs differ in ratio from the model's, so the fit grows with the load it is
-taken at (the emulator of e2e/test_llm_autoscaling.py fits about 3.4 at low load and up
-to 7.5 saturated), and sizing needs the fit at the load it sizes for. A steadier factor
-(the lower quartile of ten minutes of 15-s fits) costs up to a third fewer GPU-hours on the
-simulated engine, which is the model's own, but held the demo's LLM service at its
-low-load fit through a ramp: 76 % within both objectives where this gets 87-99 %
-(docs/bench-notes/llm-capacity.md, "2026-12-07, later").
+Each evaluation is priced at the fit of its own stable (60-s) window, because the fit
+depends on the load it is taken at: a real engine has costs the model lacks, or in other
+ratios (the emulator of e2e/test_llm_autoscaling.py, 3.4 times slower than modelled in
+every cost, fits up to 7.5 saturated: its response sends add to each step), and sizing
+needs the fit at the load it sizes for. A window in which requests waited or were
+preempted keeps the factor last fitted: a queue stretches the steps beyond the model's
+steady state, and its fit reads the engine as slower than it is. On the simulated
+engine, which is the model's own, a steadier factor (the lower quartile of ten minutes
+of 15-s fits, tried on cc0ee17) ran up to a third fewer GPU-hours, but held the demo's
+LLM service at its low-load fit through a ramp: 76 % of streams within both objectives
+where this gets 96 % (docs/bench-notes/llm-capacity.md, "2026-12-07 (later)").
 """
 
 from __future__ import annotations

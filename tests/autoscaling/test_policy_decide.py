@@ -130,6 +130,7 @@ def test_memory_survives_a_status_round_trip_and_bad_status() -> None:
         last_scale_up=6.0,
         panic_until=70.0,
         dispersions=((0.0, 12.5, 12), (60.0, 30.25, 11)),
+        time_scale=3.4,
     )
     assert PolicyMemory.from_status(memory.to_status()) == memory
     bad = {
@@ -137,6 +138,7 @@ def test_memory_survives_a_status_round_trip_and_bad_status() -> None:
         "since": "y",
         "dispersions": [[0.0, "z", 3], [1.0]],
         "outruns": "w",
+        "timeScale": -2.0,
     }
     assert PolicyMemory.from_status(bad) == PolicyMemory()
 

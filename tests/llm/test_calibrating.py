@@ -9,7 +9,13 @@ import pytest
 
 from gpuserve.autoscaling.decision import Decision, PolicyMemory
 from gpuserve.autoscaling.pools import ClassPool, PoolState
-from gpuserve.llm.calibrating import decide_priced, fitted_scale, scaled
+from gpuserve.llm.calibrating import (
+    contended,
+    decide_priced,
+    fit_or_known,
+    fitted_scale,
+    scaled,
+)
 from gpuserve.llm.capacity import LoadShape, TokenObjectives, predict, replica_capacity, time_scale
 from gpuserve.llm.deciding import LLMPolicy
 from gpuserve.llm.observing import Observation
@@ -123,6 +129,39 @@ def test_the_decision_is_priced_at_its_stable_windows_fit() -> None:
     unpriced, none = decide(seen, replicas=0)  # no engine reported
     assert none is None
     assert unpriced.signals["capacityPerReplica"] > 3 * priced.signals["capacityPerReplica"]
+
+
+def test_a_contended_window_keeps_the_factor_known() -> None:
+    """Requests waiting stretch the steps beyond the model's steady state, so such a
+    window reads the engine as slower than it is: the factor last fitted stands, and the
+    memory carries it (through status too). Without one the contended fit is taken: an
+    engine overloaded from its start must still be priced."""
+    defaults = EngineParams()
+    truth = defaults.slower(2.0)
+    rate = 0.5 * replica_capacity(truth, SHAPE, OBJECTIVES).rate
+    calm = _window(rate, truth, seconds=300.0)
+    queued = replace(calm, waiting=4.0, tpot_mean_s=3 * (calm.tpot_mean_s or 0.0))
+    policy = LLMPolicy(OBJECTIVES, defaults)
+    assert contended(queued) and not contended(calm)
+    assert contended(replace(calm, queue_growth=0.1)) and contended(replace(calm, preemptions=1))
+    alone = fit_or_known(policy, queued, 1, None, None)
+    assert alone is not None and alone > 3.0
+    known = fit_or_known(policy, calm, 1, None, alone)
+    assert known is not None and known == pytest.approx(2.0, rel=0.15)
+    assert fit_or_known(policy, queued, 1, None, known) == known
+    assert fit_or_known(policy, None, 1, None, known) == known
+    pools = PoolState((ClassPool("h100", serving_ready=2, cold_start=45.0),))
+    decision, factor = decide_priced(
+        policy=policy,
+        stable=queued,
+        recent=queued,
+        pools=pools,
+        now=5.0,
+        memory=PolicyMemory(time_scale=known),
+        replicas=1,
+    )
+    assert factor == known and decision.memory.time_scale == known
+    assert PolicyMemory.from_status(decision.memory.to_status()).time_scale == known
 
 
 def test_the_simulated_rule_prices_a_slow_engine_as_the_operator_does() -> None:
