@@ -69,9 +69,9 @@ def fit_or_known(
     or measured nothing, and one is known: an engine overloaded from its start is still
     priced, by its contended fit."""
     fit = fitted_scale(policy, window, replicas, served_by)
-    if known is not None and (fit is None or window is None or contended(window)):
+    if fit is None or window is None:
         return known
-    return fit
+    return known if known is not None and contended(window) else fit
 
 
 def scaled(policy: LLMPolicy, factor: float | None) -> LLMPolicy:

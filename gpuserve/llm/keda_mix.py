@@ -10,9 +10,9 @@ under KEDA the operator takes the same measurement (the stable window's ``LoadSh
 records it in status, and the reconcile renders the thresholds for it. The engines are
 priced as the builtin engine prices them: at the factor on their modelled time costs that
 the stable window's time per output token gives (``gpuserve.llm.calibrating``), recorded
-beside the mix. As for the
-request-level record (gpuserve.autoscaling.keda_calibration), a new measurement replaces
-the recorded one only when it moves the per-replica rate by more than ``BAND``.
+beside the mix. As for the request-level record (gpuserve.autoscaling.keda_calibration),
+a new measurement replaces the recorded one only when it moves the per-replica rate by
+more than ``BAND``.
 """
 
 from __future__ import annotations
