@@ -11,8 +11,14 @@ turning them into a price:
 - ``unpriced``: no factor (how the simulator ran the rule until 2026-12-07);
 - ``each minute``: each evaluation at its own 60-s window's fit (the operator until
   2026-12-07);
-- ``shipped``: the same, but a window in which requests waited keeps the factor last
-  fitted (``decide_priced``).
+- ``guarded``: the same, but a window in which requests waited keeps the factor last
+  fitted (the operator of a5a1a0b);
+- ``shipped``: ``decide_priced``: guarded, and an uncontended window's fit steadied by
+  those kept, one a minute, at like loads.
+
+An engine speed is one factor on every time cost, or ``F:W``: the fixed cost per step
+times F and every other cost times W (an engine whose costs are off by different
+factors, which one fitted factor cannot describe).
 
 Within both objectives, % (worst seed), on GPU-hours and their ratio to the oracle's.
 The workloads and engines are those of ``bench/llm_capacity.py``.
@@ -20,6 +26,7 @@ The workloads and engines are those of ``bench/llm_capacity.py``.
     .venv/bin/python bench/llm_time_scale.py --seeds 3 --minutes 20
     .venv/bin/python bench/llm_time_scale.py --seeds 3 --minutes 20 --engine-scales 1 \
         --only "diurnal 16/s,diurnal 40/s,drift 16/s,drift 40/s,periodic 16/s,periodic 40/s"
+    .venv/bin/python bench/llm_time_scale.py --seeds 3 --minutes 20 --engine-scales 1.2:2.5
 """
 
 from __future__ import annotations
@@ -38,8 +45,9 @@ from llm_capacity import Workload, workloads
 
 from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S
 from gpuserve.autoscaling.decision import PolicyMemory
-from gpuserve.llm.calibrating import decide_priced, fitted_scale, scaled
+from gpuserve.llm.calibrating import decide_priced, fit_or_known, fitted_scale, scaled
 from gpuserve.llm.deciding import LLMPolicy, decide_llm
+from gpuserve.llm.params import EngineParams
 from gpuserve.sim.argtypes import positive_int
 from gpuserve.sim.llm.cluster import (
     ClusterConfig,
@@ -50,7 +58,7 @@ from gpuserve.sim.llm.cluster import (
 from gpuserve.sim.llm.oracle import plan_oracle
 from gpuserve.sim.llm.scalers import CLASS, pool_of, window
 
-PRICINGS = ("unpriced", "each minute", "shipped")
+PRICINGS = ("unpriced", "each minute", "guarded", "shipped")
 WORKLOADS = ("azure-conv x2", "azure-conv x4", "mooncake-conv x1", "bursty 8/s")
 
 
@@ -88,18 +96,18 @@ class Priced(ClusterScaler):
                 replicas=replicas,
             )
         else:
-            factor = (
-                fitted_scale(self.policy, stable, replicas, CLASS)
-                if self.pricing == "each minute"
-                else None
-            )
+            factor = None
+            if self.pricing == "each minute":
+                factor = fitted_scale(self.policy, stable, replicas, CLASS)
+            elif self.pricing == "guarded":
+                factor = fit_or_known(self.policy, stable, replicas, CLASS, memory.time_scale)
             decision = decide_llm(
                 policy=scaled(self.policy, factor),
                 stable=stable,
                 recent=recent,
                 pools=pools,
                 now=view.now,
-                memory=memory,
+                memory=replace(memory, time_scale=factor),
             )
         self.memory = decision.memory
         return decision.desired_replicas
@@ -112,8 +120,16 @@ def _spread(values: list[float]) -> str:
     return f"{cuts[0]:.2f} / {statistics.median(values):.2f} / {cuts[-1]:.2f}"
 
 
-def table(workload: Workload, engine_scale: float, seeds: int) -> None:
-    served = workload.params.slower(engine_scale)
+def engine_at(params: EngineParams, speed: str) -> EngineParams:
+    """``params`` at one ``--engine-scales`` entry: ``F`` on every time cost, or ``F:W``
+    on the fixed cost per step and on the others."""
+    fixed, _, work = speed.partition(":")
+    served = params.slower(float(work or fixed))
+    return replace(served, decode_base_s=params.decode_base_s * float(fixed))
+
+
+def table(workload: Workload, engine_scale: str, seeds: int) -> None:
+    served = engine_at(workload.params, engine_scale)
     rows: dict[str, list[tuple[float, float]]] = {p: [] for p in PRICINGS}
     oracle_hours: list[float] = []
     fits: dict[str, list[float]] = {"60 s": [], "15 s": []}
@@ -139,8 +155,7 @@ def table(workload: Workload, engine_scale: float, seeds: int) -> None:
                     fits[name].extend(values)
     oracle = sum(oracle_hours) / seeds
     print(
-        f"\n### {workload.name} {workload.load}, engines {engine_scale:g}x the modelled time "
-        f"costs; {seeds} seed(s)\n"
+        f"\n### {workload.name} {workload.load}, engines {_speed(engine_scale)}; {seeds} seed(s)\n"
     )
     print(
         f"one window's fit, p10 / p50 / p90: 60 s {_spread(fits['60 s'])}; "
@@ -159,6 +174,13 @@ def table(workload: Workload, engine_scale: float, seeds: int) -> None:
     sys.stdout.flush()
 
 
+def _speed(speed: str) -> str:
+    fixed, _, work = speed.partition(":")
+    if not work:
+        return f"{float(fixed):g}x the modelled time costs"
+    return f"{float(fixed):g}x the modelled fixed cost per step, {float(work):g}x the others"
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--seeds", type=positive_int, default=3)
@@ -167,14 +189,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--engine-scales",
         default="1,1.5",
-        help="comma-separated factors on the modelled time costs the engines run at",
+        help="comma-separated factors on the modelled time costs the engines run at "
+        "(F, or F:W for the fixed cost per step and the others)",
     )
     args = p.parse_args(argv)
     chosen = [w for w in args.only.split(",") if w]
     began = time.perf_counter()
     for workload in workloads(args.minutes):
         if f"{workload.name} {workload.load}" in chosen:
-            for engine_scale in (float(x) for x in args.engine_scales.split(",") if x):
+            for engine_scale in (x for x in args.engine_scales.split(",") if x):
                 table(workload, engine_scale, args.seeds)
     print(f"\nwall time {time.perf_counter() - began:.0f} s")
 

@@ -17,21 +17,47 @@ engine, which is the model's own, a steadier factor (the lower quartile of ten m
 of 15-s fits, tried on cc0ee17) ran up to a third fewer GPU-hours, but held the demo's
 LLM service at its low-load fit through a ramp: 76 % of streams within both objectives
 where this gets 96 % (docs/bench-notes/llm-capacity.md, "2026-12-07 (later)").
+
+One window's fit is noisy (a minute of Poisson arrivals, a mix that moves), and the
+scale-down hold keeps the need of the highest. So the builtin engine keeps one fit a
+minute (``FIT_EVERY_S``, windows that share few requests) for ``FIT_MEMORY_S``, each with
+the load it was taken at (the model's share of an engine's time, ``load_of``), and prices
+an uncontended window at the median of its own fit and those taken at a load within
+``FIT_LOAD_BAND`` of its own, when there are at least ``FIT_NEIGHBOURS``
+(``steadied``). Fits at other loads are not mixed in: a real engine's fit moves with load,
+and a load never seen before is priced by its own window alone, as before. A service
+the rule holds burst headroom for (``autoscaling.bursts.burst_headroom``) is priced by
+each window's own fit, and none is kept: a minute with a burst in it, or its tail, is
+not at the load its mean says, and its fit prices that burst: steadied, three of the
+simulator's four bursty rows served 4-14 points fewer requests within both objectives
+(docs/bench-notes/llm-capacity.md, "2026-12-07 (last)").
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import replace
 
+from gpuserve.autoscaling.bursts import burst_headroom
 from gpuserve.autoscaling.decision import Decision, PolicyMemory
 from gpuserve.autoscaling.pools import PoolState
-from gpuserve.llm.capacity import time_scale
+from gpuserve.llm.capacity import request_work_s, time_scale
 from gpuserve.llm.deciding import LLMPolicy, decide_llm
 from gpuserve.llm.observing import Observation
 
 # A factor outside these is a measurement gone wrong (a replica stalled, a clock jump),
 # not a GPU: held within them.
 SCALE_BOUNDS = (0.01, 100.0)
+FIT_EVERY_S = 60.0  # the stable window's length: kept fits share few requests
+FIT_MEMORY_S = 1200.0
+# Loads (shares of an engine's time) this close are priced alike: the e2e emulator's fit,
+# which grows most with load (3.4 light, 7.5 saturated), moves 5-10 % across such a band.
+FIT_LOAD_BAND = 0.05
+FIT_NEIGHBOURS = 3
+
+# (time taken, load, factor) of one kept fit
+KeptFit = tuple[float, float, float]
 
 
 def fitted_scale(
@@ -46,9 +72,54 @@ def fitted_scale(
         return None
     reference = policy.params if served_by is None else policy.params_for(served_by)
     factor = time_scale(reference, window.shape, window.rate / replicas, window.tpot_mean_s)
-    if factor is None:
+    return None if factor is None else bounded(factor)
+
+
+def bounded(factor: float) -> float | None:
+    """``factor`` held within ``SCALE_BOUNDS``; None for one that is no number (status can
+    be edited by hand)."""
+    if math.isnan(factor):
         return None
     return min(max(factor, SCALE_BOUNDS[0]), SCALE_BOUNDS[1])
+
+
+def load_of(
+    policy: LLMPolicy, window: Observation, replicas: int, served_by: str | None = None
+) -> float | None:
+    """The share of one replica's engine time ``window``'s requests take in the model
+    (``r w``, before any factor); None when the window measured no mix."""
+    if window.shape is None or replicas < 1:
+        return None
+    reference = policy.params if served_by is None else policy.params_for(served_by)
+    return window.rate / replicas * request_work_s(reference, window.shape)
+
+
+def comparable(policy: LLMPolicy, window: Observation, memory: PolicyMemory) -> bool:
+    """Whether ``window``'s fit is steadied by the fits kept at like loads, and kept:
+    no queue stretched its steps (``contended``), and the rule holds no burst headroom
+    for the service (the module docstring)."""
+    if contended(window):
+        return False
+    q = policy.objectives.quantile
+    return burst_headroom(memory.surges, policy.startup_s, window.arrival_rate, quantile=q) <= 0
+
+
+def steadied(fit: float, load: float, kept: tuple[KeptFit, ...]) -> float:
+    """The median of ``fit`` and the kept fits taken within ``FIT_LOAD_BAND`` of ``load``,
+    where there are ``FIT_NEIGHBOURS`` of them; ``fit`` otherwise."""
+    near = [factor for _, at_load, factor in kept if abs(at_load - load) <= FIT_LOAD_BAND]
+    return statistics.median([fit, *near]) if len(near) >= FIT_NEIGHBOURS else fit
+
+
+def kept_after(
+    kept: tuple[KeptFit, ...], now: float, fit: float | None, load: float | None
+) -> tuple[KeptFit, ...]:
+    """``kept`` less the fits older than ``FIT_MEMORY_S``, with ``fit`` (at ``load``)
+    added when none was kept in the last ``FIT_EVERY_S``."""
+    recent = tuple(entry for entry in kept if now - FIT_MEMORY_S < entry[0] <= now)
+    if fit is None or load is None or (recent and now - recent[-1][0] < FIT_EVERY_S):
+        return recent
+    return (*recent, (now, load, fit))
 
 
 def contended(window: Observation) -> bool:
@@ -68,6 +139,7 @@ def fit_or_known(
     """``window``'s fit; ``known`` (the factor last fitted) where the window was contended
     or measured nothing, and one is known: an engine overloaded from its start is still
     priced, by its contended fit."""
+    known = None if known is None else bounded(known)
     fit = fitted_scale(policy, window, replicas, served_by)
     if fit is None or window is None:
         return known
@@ -95,18 +167,29 @@ def decide_priced(
     memory: PolicyMemory,
     replicas: int,
 ) -> tuple[Decision, float | None]:
-    """``decide_llm`` on ``policy`` priced at the stable window's fit, and that factor
-    (None where the window measured nothing; in the signals as ``timeScale``): the
-    operator's pass and the simulator's scaler both decide by this. ``replicas``: the
-    engines that reported at the window's end."""
-    factor = fit_or_known(policy, stable, replicas, pools.most_serving, memory.time_scale)
+    """``decide_llm`` on ``policy`` priced at the stable window's fit, steadied by the
+    fits kept at like loads, and that factor (None where the window measured nothing; in
+    the signals as ``timeScale``): the operator's pass and the simulator's scaler both
+    decide by this. ``replicas``: the engines that reported at the window's end."""
+    served_by = pools.most_serving
+    fit = fitted_scale(policy, stable, replicas, served_by)
+    load = None
+    if fit is not None and stable is not None and comparable(policy, stable, memory):
+        load = load_of(policy, stable, replicas, served_by)
+    factor: float | None
+    if fit is not None and load is not None:
+        factor = steadied(fit, load, memory.time_fits)
+        kept = kept_after(memory.time_fits, now, fit, load)
+    else:
+        factor = fit_or_known(policy, stable, replicas, served_by, memory.time_scale)
+        kept = kept_after(memory.time_fits, now, None, None)
     decision = decide_llm(
         policy=scaled(policy, factor),
         stable=stable,
         recent=recent,
         pools=pools,
         now=now,
-        memory=replace(memory, time_scale=factor),
+        memory=replace(memory, time_scale=factor, time_fits=kept),
     )
     if factor is not None:
         decision.signals["timeScale"] = factor

@@ -10,11 +10,19 @@ import pytest
 from gpuserve.autoscaling.decision import Decision, PolicyMemory
 from gpuserve.autoscaling.pools import ClassPool, PoolState
 from gpuserve.llm.calibrating import (
+    FIT_EVERY_S,
+    FIT_LOAD_BAND,
+    FIT_MEMORY_S,
+    SCALE_BOUNDS,
+    comparable,
     contended,
     decide_priced,
     fit_or_known,
     fitted_scale,
+    kept_after,
+    load_of,
     scaled,
+    steadied,
 )
 from gpuserve.llm.capacity import LoadShape, TokenObjectives, predict, replica_capacity, time_scale
 from gpuserve.llm.deciding import LLMPolicy
@@ -179,3 +187,78 @@ def test_the_simulated_rule_prices_a_slow_engine_as_the_operator_does() -> None:
     priced = [d.signals for _, d in scaler.decisions if "timeScale" in d.signals]
     factors = sorted(signals["timeScale"] for signals in priced)
     assert len(factors) > 20 and 1.6 < factors[len(factors) // 2] < 2.5
+
+
+def test_a_fit_is_steadied_by_those_kept_at_like_loads_only() -> None:
+    """The median of the window's fit and the kept fits within the band of its load,
+    when there are three of them; kept fits at other loads, or too few, change nothing."""
+    near = ((0.0, 0.30, 1.0), (60.0, 0.32, 1.1), (120.0, 0.28, 0.9))
+    far = ((180.0, 0.60, 3.0), (240.0, 0.62, 3.2), (300.0, 0.58, 2.8))
+    assert steadied(1.6, 0.31, near + far) == pytest.approx(1.05)
+    assert steadied(1.6, 0.61, near + far) == pytest.approx(2.9)  # of 1.6, 2.8, 3.0, 3.2
+    assert steadied(1.6, 0.31 + 2 * FIT_LOAD_BAND, near + far) == 1.6  # none near
+    assert steadied(1.6, 0.31, near[:2] + far) == 1.6  # two near: too few
+
+
+def test_one_fit_is_kept_a_minute_and_none_beyond_the_memory() -> None:
+    kept = kept_after((), 10.0, 1.2, 0.3)
+    assert kept == ((10.0, 0.3, 1.2),)
+    assert kept_after(kept, 10.0 + FIT_EVERY_S / 2, 1.4, 0.3) == kept  # within the minute
+    assert kept_after(kept, 10.0 + FIT_EVERY_S, None, None) == kept  # nothing fitted
+    later = kept_after(kept, 10.0 + FIT_EVERY_S, 1.4, 0.35)
+    assert later == ((10.0, 0.3, 1.2), (10.0 + FIT_EVERY_S, 0.35, 1.4))
+    assert kept_after(later, 10.0 + FIT_MEMORY_S + 1.0, None, None) == later[1:]
+
+
+def test_an_outlying_window_is_priced_with_the_fits_kept_at_its_load() -> None:
+    """A 2x-slow engine measured well for minutes: one window that fits 3.5 (a burst of
+    long outputs, say) is priced near 2, not at 3.5; at a load never seen it is priced by
+    its own fit. Kept fits go through status, and a hand-edited status is read within
+    bounds."""
+    defaults = EngineParams()
+    truth = defaults.slower(2.0)
+    rate = 0.5 * replica_capacity(truth, SHAPE, OBJECTIVES).rate
+    calm = _window(rate, truth, seconds=300.0)
+    policy = LLMPolicy(OBJECTIVES, defaults)
+    fit, load = fitted_scale(policy, calm, 1), load_of(policy, calm, 1)
+    assert fit is not None and load is not None and not contended(calm)
+    memory = PolicyMemory(
+        time_scale=fit, time_fits=tuple((60.0 * i, load, fit) for i in range(1, 5))
+    )
+    odd = replace(calm, tpot_mean_s=3.0 * (calm.tpot_mean_s or 0.0))
+    odd_fit = fitted_scale(policy, odd, 1)
+    assert odd_fit is not None and odd_fit > 1.5 * fit
+    pools = PoolState((ClassPool("h100", serving_ready=2, cold_start=45.0),))
+
+    def decide(stable: Observation, memory: PolicyMemory) -> tuple[Decision, float | None]:
+        return decide_priced(
+            policy=policy,
+            stable=stable,
+            recent=stable,
+            pools=pools,
+            now=300.0,
+            memory=memory,
+            replicas=1,
+        )
+
+    decision, factor = decide(odd, memory)
+    assert factor == pytest.approx(fit)
+    assert decision.memory.time_fits[-1] == (300.0, pytest.approx(load), pytest.approx(odd_fit))
+    read_back = PolicyMemory.from_status(decision.memory.to_status()).time_fits
+    flat = [x for entry in decision.memory.time_fits for x in entry]
+    assert [x for entry in read_back for x in entry] == pytest.approx(flat, rel=1e-3)
+    busier = replace(odd, rate=3.0 * odd.rate)  # three times the load: no fit kept near it
+    _, alone = decide(busier, memory)
+    assert alone == fitted_scale(policy, busier, 1)
+    edited = PolicyMemory.from_status(
+        {"timeScale": 1e9, "timeFits": [[1, 0.3, "x"], [2, -1, 2.0], [3, 0.3, 2.0], "bad"]}
+    )
+    assert edited.time_fits == ((3.0, 0.3, 2.0),)
+    queued = replace(calm, waiting=3.0)
+    _, held = decide(queued, edited)
+    assert held == SCALE_BOUNDS[1]  # the known factor, as far as a fit can go
+    # A service the rule holds burst headroom for: each window priced by its own fit.
+    bursty = replace(memory, surges=((240.0, 20.0 * calm.rate, calm.rate, calm.rate),))
+    assert comparable(policy, odd, memory) and not comparable(policy, odd, bursty)
+    decision, own = decide(odd, bursty)
+    assert own == odd_fit and decision.memory.time_fits == memory.time_fits
