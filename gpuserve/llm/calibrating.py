@@ -29,7 +29,7 @@ and a load never seen before is priced by its own window alone, as before. A ser
 the rule holds burst headroom for (``autoscaling.bursts.burst_headroom``) is priced by
 each window's own fit, and none is kept: a minute with a burst in it, or its tail, is
 not at the load its mean says, and its fit prices that burst: steadied, three of the
-simulator's four bursty rows served 4-14 points fewer requests within both objectives
+simulator's four bursty rows served 4-10 points fewer requests within both objectives
 (docs/bench-notes/llm-capacity.md, "2026-12-07 (last)").
 """
 
@@ -45,6 +45,7 @@ from gpuserve.autoscaling.pools import PoolState
 from gpuserve.llm.capacity import request_work_s, time_scale
 from gpuserve.llm.deciding import LLMPolicy, decide_llm
 from gpuserve.llm.observing import Observation
+from gpuserve.llm.params import EngineParams
 
 # A factor outside these is a measurement gone wrong (a replica stalled, a clock jump),
 # not a GPU: held within them.
@@ -70,7 +71,7 @@ def fitted_scale(
     wrong about this model is taken to hold on each."""
     if window is None or window.shape is None or window.tpot_mean_s is None or replicas < 1:
         return None
-    reference = policy.params if served_by is None else policy.params_for(served_by)
+    reference = _reference(policy, served_by)
     factor = time_scale(reference, window.shape, window.rate / replicas, window.tpot_mean_s)
     return None if factor is None else bounded(factor)
 
@@ -90,8 +91,12 @@ def load_of(
     (``r w``, before any factor); None when the window measured no mix."""
     if window.shape is None or replicas < 1:
         return None
-    reference = policy.params if served_by is None else policy.params_for(served_by)
-    return window.rate / replicas * request_work_s(reference, window.shape)
+    return window.rate / replicas * request_work_s(_reference(policy, served_by), window.shape)
+
+
+def _reference(policy: LLMPolicy, served_by: str | None) -> EngineParams:
+    """The engine a fit is measured against: that of the class that served."""
+    return policy.params if served_by is None else policy.params_for(served_by)
 
 
 def comparable(policy: LLMPolicy, window: Observation, memory: PolicyMemory) -> bool:
