@@ -57,9 +57,10 @@ class PolicyMemory:
         surge past what the pods able to serve within seconds serve: (first and last
         evaluation, the highest rate, req/s; the pods able to serve when it began, the
         most during it); ``gpuserve.autoscaling.outruns``.
-    time_scale: the factor on the LLM engines' modelled time costs last priced at
-        (``gpuserve.llm.calibrating``); time_fits: (time, load, factor) of the fits kept,
-        one a minute, that price a window with those taken at like loads.
+    time_scale: the factor on the LLM engines' modelled time costs last priced at, and
+        prefill_scale the floor on the prompts' costs beyond it
+        (``gpuserve.llm.calibrating``); time_fits: (time, load, factor, floor) of the
+        fits kept, one a minute, that price a window with those taken at like loads.
     since: time of the first evaluation this memory has seen; until a whole scale-down
         window has been observed, the current size counts as a recommendation (after an
         operator restart the policy cannot know what it recommended before).
@@ -74,7 +75,8 @@ class PolicyMemory:
     dispersions: tuple[tuple[float, float, int], ...] = ()
     outruns: Outruns = ()
     time_scale: float | None = None
-    time_fits: tuple[tuple[float, float, float], ...] = ()
+    prefill_scale: float | None = None
+    time_fits: tuple[tuple[float, float, float, float], ...] = ()
 
     def to_status(self) -> dict[str, Any]:
         return {
@@ -83,7 +85,10 @@ class PolicyMemory:
             "dispersions": [[t, round(s, 3), n] for t, s, n in self.dispersions],
             "outruns": [[s, t, round(r, 3), a, m] for s, t, r, a, m in self.outruns],
             "timeScale": self.time_scale,
-            "timeFits": [[t, round(u, 4), round(k, 4)] for t, u, k in self.time_fits],
+            "prefillScale": self.prefill_scale,
+            "timeFits": [
+                [t, round(u, 4), round(k, 4), round(p, 4)] for t, u, k, p in self.time_fits
+            ],
             "since": self.since,
             "lastScaleUp": self.last_scale_up,
             "lastScaleDown": self.last_scale_down,
@@ -128,6 +133,7 @@ class PolicyMemory:
             dispersions=dispersions,
             outruns=tuple(outruns),
             time_scale=_positive_or_none(body.get("timeScale")),
+            prefill_scale=_positive_or_none(body.get("prefillScale")),
             time_fits=_fits(body.get("timeFits")),
         )
 
@@ -146,16 +152,16 @@ def _minutes(entries: object) -> tuple[tuple[float, float, int], ...]:
     return tuple(found)
 
 
-def _fits(entries: object) -> tuple[tuple[float, float, float], ...]:
-    """(time, load, factor) records of fits kept; malformed, non-finite or non-positive
-    ones left out (status can be edited by hand)."""
-    found: list[tuple[float, float, float]] = []
+def _fits(entries: object) -> tuple[tuple[float, float, float, float], ...]:
+    """(time, load, factor, floor) records of fits kept; malformed, non-finite or
+    non-positive ones left out (status can be edited by hand)."""
+    found: list[tuple[float, float, float, float]] = []
     for entry in entries if isinstance(entries, list) else []:
         try:
-            record = (float(entry[0]), float(entry[1]), float(entry[2]))
+            record = (float(entry[0]), float(entry[1]), float(entry[2]), float(entry[3]))
         except (TypeError, ValueError, IndexError, OverflowError):
             continue
-        if all(math.isfinite(x) for x in record) and record[1] >= 0 and record[2] > 0:
+        if all(math.isfinite(x) for x in record) and record[1] >= 0 and min(record[2:]) > 0:
             found.append(record)
     return tuple(sorted(found))
 

@@ -110,15 +110,18 @@ class EngineParams:
         tokens of the same sequence (a chunk of a prompt, alone in its step)."""
         return self.step_cost_s(tokens, 0, 0, prompt_pairs(tokens, before))
 
-    def slower(self, factor: float) -> EngineParams:
+    def slower(self, factor: float, *, prefill: float = 1.0) -> EngineParams:
         """The same engine with every time cost multiplied by ``factor`` (a slower GPU, or
-        a model this engine's defaults do not describe); its sizes are unchanged."""
+        a model this engine's defaults do not describe), and the prompt's costs by
+        ``prefill`` beyond it; its sizes are unchanged."""
         if not factor > 0:
             raise ValueError(f"factor: must be positive, got {factor}")
+        if not prefill > 0:
+            raise ValueError(f"prefill: must be positive, got {prefill}")
         return replace(
             self,
-            prefill_s_per_token=self.prefill_s_per_token * factor,
-            prefill_s_per_token_pair=self.prefill_s_per_token_pair * factor,
+            prefill_s_per_token=self.prefill_s_per_token * factor * prefill,
+            prefill_s_per_token_pair=self.prefill_s_per_token_pair * factor * prefill,
             decode_base_s=self.decode_base_s * factor,
             decode_s_per_seq=self.decode_s_per_seq * factor,
             decode_s_per_context_token=self.decode_s_per_context_token * factor,

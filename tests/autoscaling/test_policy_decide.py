@@ -131,7 +131,8 @@ def test_memory_survives_a_status_round_trip_and_bad_status() -> None:
         panic_until=70.0,
         dispersions=((0.0, 12.5, 12), (60.0, 30.25, 11)),
         time_scale=3.4,
-        time_fits=((5.0, 0.25, 3.3), (65.0, 0.5, 3.6)),
+        prefill_scale=1.2,
+        time_fits=((5.0, 0.25, 3.3, 1.0), (65.0, 0.5, 3.6, 1.25)),
     )
     assert PolicyMemory.from_status(memory.to_status()) == memory
     bad = {
@@ -140,7 +141,8 @@ def test_memory_survives_a_status_round_trip_and_bad_status() -> None:
         "dispersions": [[0.0, "z", 3], [1.0]],
         "outruns": "w",
         "timeScale": -2.0,
-        "timeFits": [[1.0, 0.2, 0.0], [2.0, float("nan"), 1.0], [3.0]],
+        "prefillScale": "fast",
+        "timeFits": [[1.0, 0.2, 0.0, 1.0], [2.0, float("nan"), 1.0, 1.0], [3.0], [4, 0.2, 1, 0]],
     }
     assert PolicyMemory.from_status(bad) == PolicyMemory()
 

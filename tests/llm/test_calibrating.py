@@ -13,14 +13,16 @@ from gpuserve.llm.calibrating import (
     FIT_EVERY_S,
     FIT_LOAD_BAND,
     FIT_MEMORY_S,
+    PREFILL_BOUNDS,
     SCALE_BOUNDS,
-    comparable,
+    bursting,
     contended,
     decide_priced,
     fit_or_known,
     fitted_scale,
     kept_after,
     load_of,
+    prefill_floor,
     scaled,
     steadied,
 )
@@ -74,8 +76,10 @@ def _window(rate: float, params: EngineParams, seconds: float) -> Observation:
         output_mean=sum(outputs) / len(outputs),
     )
     tpot = sum(gaps) / len(gaps)
+    ttfts = sorted(t.ttft_s for t in run.timings.values() if t.ttft_s is not None)
+    ttft = ttfts[int(OBJECTIVES.quantile * len(ttfts))]
     return Observation(
-        seconds, seconds, len(requests) / seconds, shape, None, None, tpot, 0.0, 0.0, 0.0, 0.0
+        seconds, seconds, len(requests) / seconds, shape, ttft, None, tpot, 0.0, 0.0, 0.0, 0.0
     )
 
 
@@ -190,24 +194,45 @@ def test_the_simulated_rule_prices_a_slow_engine_as_the_operator_does() -> None:
 
 
 def test_a_fit_is_steadied_by_those_kept_at_like_loads_only() -> None:
-    """The median of the window's fit and the kept fits within the band of its load,
-    when there are three of them; kept fits at other loads, or too few, change nothing."""
-    near = ((0.0, 0.30, 1.0), (60.0, 0.32, 1.1), (120.0, 0.28, 0.9))
-    far = ((180.0, 0.60, 3.0), (240.0, 0.62, 3.2), (300.0, 0.58, 2.8))
-    assert steadied(1.6, 0.31, near + far) == pytest.approx(1.05)
-    assert steadied(1.6, 0.61, near + far) == pytest.approx(2.9)  # of 1.6, 2.8, 3.0, 3.2
-    assert steadied(1.6, 0.31 + 2 * FIT_LOAD_BAND, near + far) == 1.6  # none near
-    assert steadied(1.6, 0.31, near[:2] + far) == 1.6  # two near: too few
+    """The factor: the median of the window's and the kept ones within the band of its
+    load, when there are three of them; kept fits at other loads, or too few, change
+    nothing. The floor on the prompts' costs: the median over every kept fit."""
+    near = ((0.0, 0.30, 1.0, 1.0), (60.0, 0.32, 1.1, 1.0), (120.0, 0.28, 0.9, 1.2))
+    far = ((180.0, 0.60, 3.0, 1.3), (240.0, 0.62, 3.2, 1.3), (300.0, 0.58, 2.8, 1.3))
+    assert steadied((1.6, 1.0), 0.31, near + far) == pytest.approx((1.05, 1.2))
+    assert steadied((1.6, 1.0), 0.61, near + far) == pytest.approx((2.9, 1.2))
+    assert steadied((1.6, 1.0), 0.31 + 2 * FIT_LOAD_BAND, near + far)[0] == 1.6  # none near
+    assert steadied((1.6, 1.4), 0.31, near[:2]) == (1.6, 1.4)  # two kept: too few
 
 
 def test_one_fit_is_kept_a_minute_and_none_beyond_the_memory() -> None:
-    kept = kept_after((), 10.0, 1.2, 0.3)
-    assert kept == ((10.0, 0.3, 1.2),)
-    assert kept_after(kept, 10.0 + FIT_EVERY_S / 2, 1.4, 0.3) == kept  # within the minute
+    kept = kept_after((), 10.0, (1.2, 1.0), 0.3)
+    assert kept == ((10.0, 0.3, 1.2, 1.0),)
+    assert kept_after(kept, 10.0 + FIT_EVERY_S / 2, (1.4, 1.0), 0.3) == kept  # same minute
     assert kept_after(kept, 10.0 + FIT_EVERY_S, None, None) == kept  # nothing fitted
-    later = kept_after(kept, 10.0 + FIT_EVERY_S, 1.4, 0.35)
-    assert later == ((10.0, 0.3, 1.2), (10.0 + FIT_EVERY_S, 0.35, 1.4))
+    later = kept_after(kept, 10.0 + FIT_EVERY_S, (1.4, 1.1), 0.35)
+    assert later == ((10.0, 0.3, 1.2, 1.0), (10.0 + FIT_EVERY_S, 0.35, 1.4, 1.1))
     assert kept_after(later, 10.0 + FIT_MEMORY_S + 1.0, None, None) == later[1:]
+
+
+def test_prompts_slower_than_the_decode_steps_say_raise_the_floor() -> None:
+    """An engine twice as slow in every cost and three times more in its prompts' costs:
+    the time per output token fits about 2 (the prompts weigh little in it), and the
+    measured TTFT, above what the model predicts at 2, raises the floor on the prompts'
+    costs. On an engine slower in every cost alike the floor stays 1: the model's TTFT
+    errs high."""
+    defaults = EngineParams()
+    policy = LLMPolicy(OBJECTIVES, defaults)
+    alike = defaults.slower(2.0)
+    prompts = defaults.slower(2.0, prefill=3.0)
+    rate = 0.5 * replica_capacity(prompts, SHAPE, OBJECTIVES).rate
+    for engine, lowest, highest in ((alike, 1.0, 1.0), (prompts, 1.5, 4.0)):
+        seen = _window(rate, engine, seconds=600.0)
+        fit = fitted_scale(policy, seen, 1)
+        assert fit is not None
+        floor = prefill_floor(scaled(policy, fit), seen, 1)
+        assert lowest <= floor <= highest, (engine, fit, floor)
+    assert prefill_floor(policy, replace(seen, ttft_high_s=None), 1) == 1.0
 
 
 def test_an_outlying_window_is_priced_with_the_fits_kept_at_its_load() -> None:
@@ -223,7 +248,7 @@ def test_an_outlying_window_is_priced_with_the_fits_kept_at_its_load() -> None:
     fit, load = fitted_scale(policy, calm, 1), load_of(policy, calm, 1)
     assert fit is not None and load is not None and not contended(calm)
     memory = PolicyMemory(
-        time_scale=fit, time_fits=tuple((60.0 * i, load, fit) for i in range(1, 5))
+        time_scale=fit, time_fits=tuple((60.0 * i, load, fit, 1.0) for i in range(1, 5))
     )
     odd = replace(calm, tpot_mean_s=3.0 * (calm.tpot_mean_s or 0.0))
     odd_fit = fitted_scale(policy, odd, 1)
@@ -243,7 +268,11 @@ def test_an_outlying_window_is_priced_with_the_fits_kept_at_its_load() -> None:
 
     decision, factor = decide(odd, memory)
     assert factor == pytest.approx(fit)
-    assert decision.memory.time_fits[-1] == (300.0, pytest.approx(load), pytest.approx(odd_fit))
+    assert decision.memory.time_fits[-1][:3] == (
+        300.0,
+        pytest.approx(load),
+        pytest.approx(odd_fit),
+    )
     read_back = PolicyMemory.from_status(decision.memory.to_status()).time_fits
     flat = [x for entry in decision.memory.time_fits for x in entry]
     assert [x for entry in read_back for x in entry] == pytest.approx(flat, rel=1e-3)
@@ -251,14 +280,40 @@ def test_an_outlying_window_is_priced_with_the_fits_kept_at_its_load() -> None:
     _, alone = decide(busier, memory)
     assert alone == fitted_scale(policy, busier, 1)
     edited = PolicyMemory.from_status(
-        {"timeScale": 1e9, "timeFits": [[1, 0.3, "x"], [2, -1, 2.0], [3, 0.3, 2.0], "bad"]}
+        {
+            "timeScale": 1e9,
+            "prefillScale": 1e9,
+            "timeFits": [[1, 0.3, "x", 1], [2, -1, 2.0, 1], [3, 0.3, 2.0, 1.5], [4, 0.3, 2.0]],
+        }
     )
-    assert edited.time_fits == ((3.0, 0.3, 2.0),)
+    assert edited.time_fits == ((3.0, 0.3, 2.0, 1.5),)
     queued = replace(calm, waiting=3.0)
-    _, held = decide(queued, edited)
-    assert held == SCALE_BOUNDS[1]  # the known factor, as far as a fit can go
+    held, factor = decide(queued, edited)
+    assert factor == SCALE_BOUNDS[1]  # the known factor, as far as a fit can go
+    assert held.signals["prefillScale"] == PREFILL_BOUNDS[1]
     # A service the rule holds burst headroom for: each window priced by its own fit.
     bursty = replace(memory, surges=((240.0, 20.0 * calm.rate, calm.rate, calm.rate),))
-    assert comparable(policy, odd, memory) and not comparable(policy, odd, bursty)
+    assert bursting(policy, odd, bursty) and not bursting(policy, odd, memory)
     decision, own = decide(odd, bursty)
     assert own == odd_fit and decision.memory.time_fits == memory.time_fits
+    assert decision.signals["prefillScale"] == 1.0  # and no floor on the prompts
+    slow_prompts = replace(bursty, prefill_scale=2.0)
+    assert decide(odd, slow_prompts)[0].signals["prefillScale"] == 1.0
+    assert (
+        decide(replace(odd, waiting=3.0), replace(memory, prefill_scale=2.0))[0].signals[
+            "prefillScale"
+        ]
+        == 2.0
+    )  # held through a contended window
+
+
+def test_a_slower_engine_keeps_its_sizes_and_may_pay_more_for_its_prompts() -> None:
+    base = EngineParams()
+    slow = base.slower(2.0, prefill=3.0)
+    assert slow.decode_base_s == pytest.approx(2 * base.decode_base_s)
+    assert slow.decode_s_per_context_token == pytest.approx(2 * base.decode_s_per_context_token)
+    assert slow.prefill_s_per_token == pytest.approx(6 * base.prefill_s_per_token)
+    assert slow.prefill_s_per_token_pair == pytest.approx(6 * base.prefill_s_per_token_pair)
+    assert (slow.num_blocks, slow.max_batched_tokens) == (base.num_blocks, base.max_batched_tokens)
+    with pytest.raises(ValueError, match="prefill"):
+        base.slower(2.0, prefill=0.0)
