@@ -12,39 +12,33 @@ ratios (the emulator of e2e/test_llm_autoscaling.py, 3.4 times slower than model
 every cost, fits up to 7.5 saturated: its response sends add to each step), and sizing
 needs the fit at the load it sizes for. A window in which requests waited or were
 preempted keeps the factor last fitted: a queue stretches the steps beyond the model's
-steady state, and its fit reads the engine as slower than it is. On the simulated
-engine, which is the model's own, a steadier factor (the lower quartile of ten minutes
-of 15-s fits, tried on cc0ee17) ran up to a third fewer GPU-hours, but held the demo's
-LLM service at its low-load fit through a ramp: 76 % of streams within both objectives
-where this gets 96 % (docs/bench-notes/llm-capacity.md, "2026-12-07 (later)").
+steady state, and its fit reads the engine as slower than it is.
 
-One window's fit is noisy (a minute of Poisson arrivals, a mix that moves), and the
-scale-down hold keeps the need of the highest. So the builtin engine keeps one fit a
-minute (``FIT_EVERY_S``, windows that share few requests) for ``FIT_MEMORY_S``, each with
-the load it was taken at (the model's share of an engine's time, ``load_of``), and prices
-an uncontended window at the median of its own fit and those taken at a load within
-``FIT_LOAD_BAND`` of its own, when there are at least ``FIT_NEIGHBOURS``
-(``steadied``). Fits at other loads are not mixed in: a real engine's fit moves with load,
-and a load never seen before is priced by its own window alone, as before. A service
-the rule holds burst headroom for (``autoscaling.bursts.burst_headroom``) is priced by
-each window's own fit, and none is kept: a minute with a burst in it, or its tail, is
-not at the load its mean says, and its fit prices that burst: steadied, three of the
-simulator's four bursty rows served 4-10 points fewer requests within both objectives
-(docs/bench-notes/llm-capacity.md, "2026-12-07 (last)").
+One window's fit is noisy (a minute of arrivals, a mix that moves), and the scale-down
+hold keeps the need of the highest. So one fit a minute is kept (``FIT_EVERY_S``) for
+``FIT_MEMORY_S``, with the load it was taken at (the model's share of an engine's time,
+``load_of``), and an uncontended window is priced at the median of its own fit and those
+kept within ``FIT_LOAD_BAND`` of its load, when there are ``FIT_NEIGHBOURS``
+(``steadied``). A load not seen before is priced by its own window: the lower quartile
+of ten minutes of fits (cc0ee17) held the demo's LLM service at its lightly loaded fit
+through a ramp, 76 % of streams within both objectives where this gets 95 %.
 
-One factor fitted from the time per output token prices the prompts' costs by the
-decode steps. Where a GPU computes prompts slower than that says, the rule under-prices
-time to first token. So each kept window also measures a floor on the prompts' costs
-(``prefill_floor``): the factor, at least 1, beyond the fitted one at which the model's
-time to first token at the objective's quantile reaches the window's. On its own engine
-the model's TTFT errs high (the simulator's windows measure 0.74-0.88 of it at the
-median), so there it stays 1; on simulated engines whose per-token costs are 2.5x the
-modelled and fixed cost 1.2x, it took Azure x4 from 94.2 % within both objectives to
-97.5 % at the same GPU-hours. The same floor on the TPOT quantile was tried and dropped:
-the model's TPOT quantile errs low on its own engine, and that floor read 5.4 there.
-It is kept with the fit, steadied by the median of every kept floor, and held through a
-contended window as the fit is; while the rule holds burst headroom there is none. Steadied at like loads only, as the fit is, it took Azure
-x4 on those engines to 93.7 % (one seed), where over every kept minute it gets 95.3 %.
+One factor fitted from the decode steps prices the prompts as it prices the steps. Where
+a GPU computes prompts slower than that says, time to first token is under-priced. So
+each kept minute also measures a floor on the prompts' costs (``prefill_floor``): the
+factor, at least 1, beyond the fitted one at which the model's TTFT at the objective's
+quantile reaches the measured one. The decision takes the median over every kept minute:
+it stands for the GPU, not for a load, and a minute's TTFT quantile is a few requests'.
+On its own engine the model's TTFT errs high, so the floor stays 1 there. The same floor
+from the TPOT quantile was tried and dropped: the model's TPOT quantile errs low on its
+own engine, and that floor read 5.4 there.
+
+While the rule holds burst headroom for the service (``bursting``), each window is
+priced by its own fit, none is kept and no floor is taken: a minute with a burst in it,
+or its tail, is not at the load its mean says, and its fit and TTFT price that burst.
+Steadied, three of the simulator's four bursty rows lost 4-10 points within both
+objectives. Figures: docs/bench-notes/llm-capacity.md, "2026-12-07 (later)" and
+"(last)".
 """
 
 from __future__ import annotations
