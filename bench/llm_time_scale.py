@@ -120,12 +120,17 @@ def _spread(values: list[float]) -> str:
     return f"{cuts[0]:.2f} / {statistics.median(values):.2f} / {cuts[-1]:.2f}"
 
 
-def engine_at(params: EngineParams, speed: str) -> EngineParams:
-    """``params`` at one ``--engine-scales`` entry: ``F`` on every time cost, or ``F:W``
-    on the fixed cost per step and on the others."""
+def _factors(speed: str) -> tuple[float, float]:
+    """(on the fixed cost per step, on the others) of one ``--engine-scales`` entry: ``F``
+    on every time cost, or ``F:W``."""
     fixed, _, work = speed.partition(":")
-    served = params.slower(float(work or fixed))
-    return replace(served, decode_base_s=params.decode_base_s * float(fixed))
+    return float(fixed), float(work or fixed)
+
+
+def engine_at(params: EngineParams, speed: str) -> EngineParams:
+    """``params`` at one ``--engine-scales`` entry."""
+    fixed, work = _factors(speed)
+    return replace(params.slower(work), decode_base_s=params.decode_base_s * fixed)
 
 
 def table(workload: Workload, engine_scale: str, seeds: int) -> None:
@@ -175,10 +180,10 @@ def table(workload: Workload, engine_scale: str, seeds: int) -> None:
 
 
 def _speed(speed: str) -> str:
-    fixed, _, work = speed.partition(":")
-    if not work:
-        return f"{float(fixed):g}x the modelled time costs"
-    return f"{float(fixed):g}x the modelled fixed cost per step, {float(work):g}x the others"
+    fixed, work = _factors(speed)
+    if fixed == work:
+        return f"{fixed:g}x the modelled time costs"
+    return f"{fixed:g}x the modelled fixed cost per step, {work:g}x the others"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -188,8 +188,14 @@ def fit_or_known(
     """``window``'s fit; ``known`` (the factor last fitted) where the window was contended
     or measured nothing, and one is known: an engine overloaded from its start is still
     priced, by its contended fit."""
+    return _fit_or_known(fitted_scale(policy, window, replicas, served_by), window, known)
+
+
+def _fit_or_known(
+    fit: float | None, window: Observation | None, known: float | None
+) -> float | None:
+    """``fit_or_known`` on ``window``'s fit, taken already."""
     known = None if known is None else bounded(known)
-    fit = fitted_scale(policy, window, replicas, served_by)
     if fit is None or window is None:
         return known
     return known if known is not None and contended(window) else fit
@@ -234,7 +240,7 @@ def decide_priced(
         factor, prefill = steadied(own, load, memory.time_fits)
         kept = kept_after(memory.time_fits, now, own, load)
     else:
-        factor = fit_or_known(policy, stable, replicas, served_by, memory.time_scale)
+        factor = _fit_or_known(fit, stable, memory.time_scale)
         floor = memory.prefill_scale
         known = None if floor is None else bounded(floor, PREFILL_BOUNDS)
         # A bursty minute's TTFT prices its bursts' queues, not the prompts: no floor.
