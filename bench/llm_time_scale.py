@@ -13,8 +13,10 @@ turning them into a price:
   2026-12-07);
 - ``guarded``: the same, but a window in which requests waited keeps the factor last
   fitted (the operator of a5a1a0b);
-- ``shipped``: ``decide_priced``: guarded, and an uncontended window's fit steadied by
-  those kept, one a minute, at like loads.
+- ``shipped``: ``decide_priced`` as the operator calls it: guarded, an uncontended
+  window's fit steadied by those kept, one a minute, at like loads, the floor on the
+  prompts' costs, and (since 2026-12-07, night) the mix pooled over ten minutes
+  (``gpuserve.llm.mixing``; the other pricings size for the 60-s window's mix).
 
 An engine speed is one factor on every time cost, or ``F:W``: the fixed cost per step
 times F and every other cost times W (an engine whose costs are off by different
@@ -45,6 +47,7 @@ from llm_capacity import Workload, workloads
 
 from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S
 from gpuserve.autoscaling.decision import PolicyMemory
+from gpuserve.autoscaling.query_windows import LLM_MIX_S
 from gpuserve.llm.calibrating import decide_priced, fit_or_known, fitted_scale, scaled
 from gpuserve.llm.deciding import LLMPolicy, decide_llm
 from gpuserve.llm.params import EngineParams
@@ -94,6 +97,7 @@ class Priced(ClusterScaler):
                 now=view.now,
                 memory=memory,
                 replicas=replicas,
+                pooled=window(view, LLM_MIX_S, q),
             )
         else:
             factor = None

@@ -50,7 +50,7 @@ from gpuserve.llm.calibrating import decide_priced
 from gpuserve.llm.deciding import LLMPolicy
 from gpuserve.llm.from_spec import llm_policy_from_spec
 from gpuserve.llm.keda_mix import mix_measured
-from gpuserve.llm.observing import VllmSnapshot, windows_of
+from gpuserve.llm.observing import Windows
 from gpuserve.placement.service_plan import (
     ServicePlan,
     first_pods_unseen,
@@ -143,9 +143,8 @@ def evaluate(
         try:
             if by_mix:
                 found = vllm()
-                snapshots = found.of(*key) if found is not None else {}
                 keda_calibrating.calibrate_mix(
-                    body, svc, view, snapshots, memory, found.at if found else time.time()
+                    body, svc, view, found, memory, found.at if found else time.time()
                 )
             else:
                 history = _history(memory, reading, 2 * config.stable_window)
@@ -233,9 +232,7 @@ def _decide_and_record(
     pools = pool_state(svc.spec, cluster=view.cluster, now=now, serving_target=target)
     llm = llm_policy_from_spec(svc.spec, classes=view.cluster.valid_classes())
     if llm is not None:  # sized on its token objectives, from its vLLM series
-        windows = vllm()
-        found = windows.of(*key) if windows is not None else {}
-        decision = _decide_llm(llm, found, pools, now=now, memory=remembered)
+        decision = _decide_llm(llm, vllm(), key, pools, now=now, memory=remembered)
     else:
         decision = decide(
             config=config,
@@ -351,24 +348,31 @@ def _routed_around(decision: Decision) -> list[RoutedAroundStatus]:
 
 def _decide_llm(
     policy: LLMPolicy,
-    snapshots: dict[float, VllmSnapshot],
+    readings: VllmReadings | None,
+    key: tuple[str, str],
     pools: PoolState,
     *,
     now: float,
     memory: PolicyMemory,
 ) -> Decision:
-    """The LLM rule on the stable and recent windows of the service's vLLM series, its
-    engines priced by what the stable window measured (gpuserve.llm.calibrating)."""
-    latest = snapshots.get(0.0)
-    stable, recent = windows_of(snapshots, policy.objectives.quantile)
+    """The LLM rule on the stable, recent and pooled windows of the service's vLLM
+    series, its engines priced by what the stable window measured
+    (gpuserve.llm.calibrating)."""
+    latest = readings.of(*key).get(0.0) if readings is not None else None
+    windows = (
+        readings.windows(*key, policy.objectives.quantile)
+        if readings is not None
+        else Windows(None, None)
+    )
     decision, _ = decide_priced(
         policy=policy,
-        stable=stable,
-        recent=recent,
+        stable=windows.stable,
+        recent=windows.recent,
         pools=pools,
         now=now,
         memory=memory,
         replicas=latest.replicas if latest is not None else 0,
+        pooled=windows.pooled,
     )
     return decision
 

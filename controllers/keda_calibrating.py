@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from controllers import kube
 from controllers.converging import ClusterView, as_body, desired_serving, now_rfc3339
+from controllers.prometheus_source import VllmReadings
 from controllers.state import ScalingMemory
 from gpuserve.api.models import InferenceService, parse_inference_service
 from gpuserve.api.status import (
@@ -43,7 +44,6 @@ from gpuserve.llm.keda_mix import (
     mix_measured,
     recorded_mix,
 )
-from gpuserve.llm.observing import VllmSnapshot, windows_of
 from gpuserve.placement.service_plan import pool_state
 from gpuserve.resources.naming import SERVICES_PLURAL
 
@@ -138,7 +138,7 @@ def calibrate_mix(
     body: dict[str, Any],
     svc: InferenceService,
     view: ClusterView,
-    snapshots: dict[float, VllmSnapshot],
+    readings: VllmReadings | None,
     memory: ScalingMemory,
     now: float,
 ) -> KedaTokenMix | None:
@@ -159,8 +159,9 @@ def calibrate_mix(
     if not pools.classes:
         return None
     class_name, q = pools.classes[0].name, policy.objectives.quantile
-    stable, _ = windows_of(snapshots, q)
-    latest = snapshots.get(0.0)
+    key = (meta["namespace"], meta["name"])
+    stable = readings.windows(*key, q).stable if readings is not None else None
+    latest = readings.of(*key).get(0.0) if readings is not None else None
     # The engines' time scale as the builtin engine measures it (gpuserve.llm.calibrating).
     factor = fit_or_known(
         policy,

@@ -20,7 +20,7 @@ from urllib3.util.retry import Retry
 
 from gpuserve.autoscaling.metrics import MetricSample
 from gpuserve.autoscaling.query_windows import QueryWindows
-from gpuserve.llm.observing import VllmSnapshot, snapshot_from_samples
+from gpuserve.llm.observing import VllmSnapshot, Windows, snapshot_from_samples, windows_of
 
 log = logging.getLogger(__name__)
 
@@ -110,9 +110,14 @@ class VllmReadings:
     between passes, so a restarted operator sees the same windows)."""
 
     at: float
-    # seconds before ``at`` (0 and each of the stable and recent windows) -> snapshot
+    # seconds before ``at`` (0 and each of the stable, recent and pooled windows) -> snapshot
     snapshots: dict[ServiceKey, dict[float, VllmSnapshot]]
     error: str | None = None
+    pooled_s: float | None = None  # the window the token mix is pooled over
+
+    def windows(self, namespace: str, service: str, quantile: float) -> Windows:
+        """One service's windows (gpuserve.llm.observing.windows_of)."""
+        return windows_of(self.of(namespace, service), quantile, pooled_s=self.pooled_s)
 
     def of(self, namespace: str, service: str) -> dict[float, VllmSnapshot]:
         return self.snapshots.get((namespace, service), {})
@@ -147,7 +152,7 @@ class PrometheusSource:
         instant, whatever the number of services."""
         found: dict[ServiceKey, dict[float, list[tuple[str, dict[str, str], float]]]] = {}
         try:
-            for ago in (0.0, *self.windows.vllm_windows_s):
+            for ago in (0.0, *self.windows.vllm_windows_s, self.windows.vllm_mix_s):
                 result = self._prom.custom_query(query=VLLM_SERIES, params={"time": at - ago})
                 for key, sample in _vllm_samples(result):
                     found.setdefault(key, {}).setdefault(ago, []).append(sample)
@@ -159,6 +164,7 @@ class PrometheusSource:
                 key: {ago: snapshot_from_samples(at - ago, samples) for ago, samples in by.items()}
                 for key, by in found.items()
             },
+            pooled_s=self.windows.vllm_mix_s,
         )
 
     def _read(self, sel: str, now: float | None) -> Readings:

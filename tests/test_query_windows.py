@@ -16,26 +16,29 @@ def test_behind_a_fast_scrape_the_windows_are_those_the_rules_were_measured_with
         w = QueryWindows(fast)
         assert w.rate_window_s == 15.0 and w.rate_range == "15s"  # the query as before
         assert w.vllm_windows_s == (60.0, 15.0)
+        assert w.vllm_mix_s == 600.0  # the token mix pooled over ten minutes
 
 
 @pytest.mark.parametrize(
-    ("scrape", "rate", "stable", "recent"),
+    ("scrape", "rate", "stable", "recent", "mix"),
     [
-        (15.0, 60.0, 60.0, 15.0),  # the chart's PodMonitor default
-        (10.0, 40.0, 60.0, 20.0),  # 15 s is 1.5 intervals: rounded up to two
-        (30.0, 120.0, 120.0, 30.0),
-        (60.0, 240.0, 240.0, 60.0),  # Prometheus' own default interval
-        (7.0, 28.0, 63.0, 21.0),
+        (15.0, 60.0, 60.0, 15.0, 600.0),  # the chart's PodMonitor default
+        (10.0, 40.0, 60.0, 20.0, 600.0),  # 15 s is 1.5 intervals: rounded up to two
+        (30.0, 120.0, 120.0, 30.0, 600.0),
+        (60.0, 240.0, 240.0, 60.0, 600.0),  # Prometheus' own default interval
+        (7.0, 28.0, 63.0, 21.0, 602.0),
+        (300.0, 1200.0, 1200.0, 300.0, 2400.0),  # the mix pools more than the stable window
     ],
 )
 def test_a_slower_scrape_widens_every_window_to_what_its_samples_need(
-    scrape: float, rate: float, stable: float, recent: float
+    scrape: float, rate: float, stable: float, recent: float, mix: float
 ) -> None:
     w = QueryWindows(scrape)
     assert w.rate_window_s == rate
     assert w.rate_window_s >= 4 * scrape  # rate() needs two samples; four leave margin
     assert w.vllm_windows_s == (stable, recent)
-    for window in w.vllm_windows_s:  # a whole number of intervals, at least one
+    assert w.vllm_mix_s == mix
+    for window in (*w.vllm_windows_s, w.vllm_mix_s):  # a whole number of intervals
         intervals = window / scrape
         assert intervals >= 1 and abs(intervals - round(intervals)) < 1e-9
 

@@ -25,6 +25,7 @@ RATE_SAMPLES = 4  # scrape intervals a rate() range holds at least (Prometheus' 
 LLM_STABLE_S = 60.0  # the LLM rule's stable window behind a fast scrape
 LLM_RECENT_S = 15.0  # and its recent one
 LLM_STABLE_INTERVALS = 4  # the stable window spans at least this many intervals
+LLM_MIX_S = 600.0  # the window the LLM rule pools its token mix over (gpuserve.llm.mixing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,13 @@ class QueryWindows:
         """The LLM rule's stable and recent windows: whole numbers of scrape intervals."""
         stable = max(LLM_STABLE_S, LLM_STABLE_INTERVALS * self.scrape_interval_s)
         return self._whole(stable), self._whole(LLM_RECENT_S)
+
+    @property
+    def vllm_mix_s(self) -> float:
+        """The window the LLM rule pools its token mix over (gpuserve.llm.mixing): a whole
+        number of scrape intervals, and longer than the stable window."""
+        stable, _ = self.vllm_windows_s
+        return max(self._whole(LLM_MIX_S), 2 * stable)
 
     def _whole(self, seconds: float) -> float:
         """``seconds`` rounded up to a whole number of scrape intervals (at least one)."""

@@ -222,12 +222,16 @@ def decide_priced(
     now: float,
     memory: PolicyMemory,
     replicas: int,
+    pooled: Observation | None = None,
 ) -> tuple[Decision, float | None]:
     """``decide_llm`` on ``policy`` priced at the stable window's fit and floor on the
     prompts' costs, steadied by those kept at like loads, and that factor (None where the
     window measured nothing; in the signals as ``timeScale``, the floor as
     ``prefillScale``): the operator's pass and the simulator's scaler both decide by
-    this. ``replicas``: the engines that reported at the window's end."""
+    this. ``replicas``: the engines that reported at the window's end; ``pooled``: the
+    last ten minutes of traffic, whose mix is sized for unless the stable
+    window's moved (the fit and the floor are the stable window's own: they measure the
+    work done in it)."""
     served_by = pools.most_serving
     fit = fitted_scale(policy, stable, replicas, served_by)
     bursty = stable is not None and bursting(policy, stable, memory)
@@ -253,6 +257,7 @@ def decide_priced(
         pools=pools,
         now=now,
         memory=replace(memory, time_scale=factor, prefill_scale=prefill, time_fits=kept),
+        pooled=pooled,
     )
     if factor is not None:
         decision.signals["timeScale"] = factor

@@ -101,12 +101,20 @@ class LoadShape:
     # steps' token budget. None: the least the lower moments allow.
     prompt_cube_mean: float | None = None
     prompt_fourth_mean: float | None = None
+    # The mean of the outputs' squared lengths: how far one window's mean output strays
+    # (``gpuserve.llm.mixing``). None: unobserved.
+    output_square_mean: float | None = None
 
     def __post_init__(self) -> None:
         names = ("prompt_mean", "prompt_high", "output_mean")
         _require(self, names, lambda v: v >= 1, "must be at least 1 token")
         _require(self, ("prefix_hit_rate",), lambda v: 0 <= v < 1, "must be in [0, 1)")
-        for name in ("prompt_square_mean", "prompt_cube_mean", "prompt_fourth_mean"):
+        for name in (
+            "prompt_square_mean",
+            "prompt_cube_mean",
+            "prompt_fourth_mean",
+            "output_square_mean",
+        ):
             value = getattr(self, name)
             if value is not None and not value >= 0:
                 raise ValueError(f"{name}: must not be negative, got {value}")

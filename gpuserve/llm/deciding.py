@@ -56,6 +56,7 @@ from gpuserve.llm.capacity import (
     saturation_rate,
 )
 from gpuserve.llm.dispersion import dispersion_sample, measured_dispersion, remember_dispersion
+from gpuserve.llm.mixing import sized_mix
 from gpuserve.llm.observing import Observation
 from gpuserve.llm.params import EngineParams
 
@@ -112,8 +113,11 @@ def decide_llm(
     pools: PoolState,
     now: float,
     memory: PolicyMemory,
+    pooled: Observation | None = None,
 ) -> Decision:
-    """How many serving replicas the LLM service needs now, and how to get there."""
+    """How many serving replicas the LLM service needs now, and how to get there.
+    ``pooled``: the last ten minutes of traffic, whose mix is sized for unless
+    the stable window's moved (``mixing.sized_mix``)."""
     committed = pools.committed
     if stable is None or recent is None:
         return _decision(policy, pools, memory, now, "hold", committed, "no metrics yet", {})
@@ -121,7 +125,8 @@ def decide_llm(
     if age > policy.max_sample_age_s:
         why = f"metrics stale: newest window ended {age:.0f}s ago"
         return _decision(policy, pools, memory, now, "hold", committed, why, {})
-    shape = stable.shape or recent.shape or policy.fallback_shape
+    mix = sized_mix(stable, pooled)
+    shape = mix.shape if mix else recent.shape or policy.fallback_shape
     sized = sizing(policy, pools.classes[0].name, shape) if pools.classes else None
     per_replica = sized.per_replica if sized else 0.0
     # The recent window counts only where it rises beyond its own noise: a 15-second
@@ -191,6 +196,9 @@ def decide_llm(
         "promptRms": shape.prompt_rms,
         "outputMean": shape.output_mean,
         "prefixHitRate": shape.prefix_hit_rate,
+        # the window the mix was measured over, in seconds (0: the recent window's or the
+        # assumed one)
+        "mixSeconds": mix.seconds if mix else 0.0,
         "kvUsage": recent.kv_usage,
         "waiting": recent.waiting,
         "arrivalRate": recent_rate,  # the last 15 s: first tokens plus the queue's growth

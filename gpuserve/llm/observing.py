@@ -1,15 +1,20 @@
 """What the capacity model needs, read from the vLLM-named metrics of a service's replicas.
 
 Input: Prometheus samples ``(name, labels, value)`` as scraped from the replicas (one series
-per replica and model), the names of ``gpuserve.llm.metrics``. A ``VllmSnapshot`` adds them
-up over replicas at one instant; ``observe`` turns two snapshots into the window's request
-rate, token mix (``LoadShape``), prefix-hit rate, measured TTFT/TPOT quantiles and the
-engines' state now. Counters and histograms are differenced, so a replica that starts or
-stops between the snapshots only shifts the window's totals, as Prometheus' ``increase``.
+per replica and model), the names of ``gpuserve.llm.metrics``. A ``VllmSnapshot`` holds
+them at one instant; ``observe`` turns two snapshots into the window's request rate, token
+mix (``LoadShape``), prefix-hit rate, measured TTFT/TPOT quantiles and the engines' state
+now. Counters and histograms are differenced series by series, as Prometheus' ``increase``
+does, and then added up: a replica that starts within the window counts from zero, one
+that restarts from its restart, and one that leaves takes only its own observations
+along. (Until 2026-12-07 the sums over replicas were differenced: a replica leaving made
+them go down, and the window measured nothing; over ten minutes it would also have
+subtracted that replica's whole history from the others' counts.)
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -29,21 +34,33 @@ class Histogram:
     total: float  # sum of the observations
     count: float
 
-    def minus(self, earlier: Histogram | None) -> Histogram:
-        """The observations made since ``earlier`` (same bounds). Sums over replicas go
-        down when a replica leaves (or restarts) within the window: such a window measures
-        nothing (an empty histogram), rather than negative counts."""
+    def since(self, earlier: Histogram | None) -> Histogram:
+        """The observations one series made since ``earlier``, as Prometheus' ``increase``
+        reads them: all of them where the series is new (or its buckets changed), and all
+        since its restart where it went down (a restarted engine counts from zero)."""
         if earlier is None or earlier.bounds != self.bounds:
             return self
         if self.count < earlier.count or any(
             a < b for a, b in zip(self.cumulative, earlier.cumulative, strict=True)
         ):
-            return Histogram(self.bounds, tuple(0.0 for _ in self.bounds), 0.0, 0.0)
+            return self
         return Histogram(
             self.bounds,
             tuple(a - b for a, b in zip(self.cumulative, earlier.cumulative, strict=True)),
             self.total - earlier.total,
             self.count - earlier.count,
+        )
+
+    def plus(self, other: Histogram) -> Histogram:
+        """Both series' observations (same bounds; ``other`` is left out where they
+        differ: replicas of one service export the same buckets)."""
+        if other.bounds != self.bounds:
+            return self
+        return Histogram(
+            self.bounds,
+            tuple(a + b for a, b in zip(self.cumulative, other.cumulative, strict=True)),
+            self.total + other.total,
+            self.count + other.count,
         )
 
     @property
@@ -85,15 +102,21 @@ class Histogram:
         return lower_bound
 
 
+# A series' labels, less a histogram's bucket bound: one replica's series of one metric.
+SeriesKey = tuple[tuple[str, str], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class VllmSnapshot:
-    """The service's vLLM metrics at ``at``: counters and gauges summed over replicas (KV
-    usage averaged), histograms merged."""
+    """The service's vLLM metrics at ``at``: counters and histograms per series (each
+    replica's), so that a window differences each series as Prometheus' ``increase`` does
+    and a replica leaving within it takes only its own observations along; gauges summed
+    over replicas (KV usage averaged)."""
 
     at: float
-    counters: Mapping[str, float] = field(default_factory=dict)
+    counters: Mapping[str, Mapping[SeriesKey, float]] = field(default_factory=dict)
     gauges: Mapping[str, float] = field(default_factory=dict)
-    histograms: Mapping[str, Histogram] = field(default_factory=dict)
+    histograms: Mapping[str, Mapping[SeriesKey, Histogram]] = field(default_factory=dict)
     replicas: int = 0  # series of the KV-usage gauge: engines that reported
 
 
@@ -116,16 +139,18 @@ _GAUGES = (vllm.NUM_REQUESTS_RUNNING.name, vllm.NUM_REQUESTS_WAITING.name)
 def snapshot_from_samples(
     at: float, samples: Iterable[tuple[str, Mapping[str, str], float]]
 ) -> VllmSnapshot:
-    """Adds up scraped samples (every replica's, one model) into one snapshot."""
-    counters: dict[str, float] = {}
+    """Sorts scraped samples (every replica's, one model) into one snapshot."""
+    counters: dict[str, dict[SeriesKey, float]] = {}
     gauges: dict[str, float] = {}
     kv: list[float] = []
-    buckets: dict[str, dict[float, float]] = {}
-    sums: dict[str, float] = {}
-    counts: dict[str, float] = {}
+    buckets: dict[str, dict[SeriesKey, dict[float, float]]] = {}
+    sums: dict[str, dict[SeriesKey, float]] = {}
+    counts: dict[str, dict[SeriesKey, float]] = {}
     for name, labels, value in samples:
+        key = tuple(sorted((k, v) for k, v in labels.items() if k != "le"))
         if name in _COUNTERS:
-            counters[name] = counters.get(name, 0.0) + value
+            per_series = counters.setdefault(name, {})
+            per_series[key] = per_series.get(key, 0.0) + value
         elif name in _GAUGES:
             gauges[name] = gauges.get(name, 0.0) + value
         elif name == vllm.KV_CACHE_USAGE.name:
@@ -136,22 +161,24 @@ def snapshot_from_samples(
                 continue
             if part == _BUCKET:
                 bound = float(labels.get("le", "+Inf"))
-                per_bound = buckets.setdefault(base, {})
-                per_bound[bound] = per_bound.get(bound, 0.0) + value
+                buckets.setdefault(base, {}).setdefault(key, {})[bound] = value
             elif part == _SUM:
-                sums[base] = sums.get(base, 0.0) + value
+                sums.setdefault(base, {})[key] = value
             else:
-                counts[base] = counts.get(base, 0.0) + value
+                counts.setdefault(base, {})[key] = value
     if kv:
         gauges[vllm.KV_CACHE_USAGE.name] = sum(kv) / len(kv)
     histograms = {
-        base: Histogram(
-            tuple(sorted(per_bound)),
-            tuple(per_bound[b] for b in sorted(per_bound)),
-            sums.get(base, 0.0),
-            counts.get(base, per_bound.get(math.inf, 0.0)),
-        )
-        for base, per_bound in buckets.items()
+        base: {
+            key: Histogram(
+                tuple(sorted(per_bound)),
+                tuple(per_bound[b] for b in sorted(per_bound)),
+                sums.get(base, {}).get(key, 0.0),
+                counts.get(base, {}).get(key, per_bound.get(math.inf, 0.0)),
+            )
+            for key, per_bound in per_series.items()
+        }
+        for base, per_series in buckets.items()
     }
     return VllmSnapshot(at, counters, gauges, histograms, len(kv))
 
@@ -196,11 +223,17 @@ def observe(earlier: VllmSnapshot, later: VllmSnapshot, quantile: float) -> Obse
         raise ValueError(f"later.at: must be after earlier.at ({earlier.at}), got {later.at}")
 
     def grown(name: str) -> Histogram | None:
-        now = later.histograms.get(name)
-        return None if now is None else now.minus(earlier.histograms.get(name))
+        now, before = later.histograms.get(name, {}), earlier.histograms.get(name, {})
+        grown_by = [h.since(before.get(key)) for key, h in now.items()]
+        return functools.reduce(Histogram.plus, grown_by) if grown_by else None
 
     def increase(name: str) -> float:
-        return max(0.0, later.counters.get(name, 0.0) - earlier.counters.get(name, 0.0))
+        now, before = later.counters.get(name, {}), earlier.counters.get(name, {})
+        # A series that went down restarted: it counts from zero, as Prometheus reads it.
+        return sum(
+            value - before[key] if before.get(key, math.inf) <= value else value
+            for key, value in now.items()
+        )
 
     ttft, tpot = grown(vllm.TIME_TO_FIRST_TOKEN.name), grown(vllm.TIME_PER_OUTPUT_TOKEN.name)
     waiting = later.gauges.get(vllm.NUM_REQUESTS_WAITING.name, 0.0)
@@ -222,6 +255,7 @@ def observe(earlier: VllmSnapshot, later: VllmSnapshot, quantile: float) -> Obse
                 prompt_square_mean=prompts.moment(2),
                 prompt_cube_mean=prompts.moment(3),
                 prompt_fourth_mean=prompts.moment(4),
+                output_square_mean=outputs.moment(2),
             )
     return Observation(
         at=later.at,
@@ -239,16 +273,35 @@ def observe(earlier: VllmSnapshot, later: VllmSnapshot, quantile: float) -> Obse
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Windows:
+    """One pass's windows of a service's traffic (``windows_of``)."""
+
+    stable: Observation | None
+    recent: Observation | None
+    pooled: Observation | None = None  # the mix's window (gpuserve.llm.mixing)
+
+
 def windows_of(
-    snapshots: Mapping[float, VllmSnapshot], quantile: float
-) -> tuple[Observation | None, Observation | None]:
-    """The stable and the recent window of one pass's snapshots (seconds before the pass
-    -> snapshot, 0 the pass's own): the longest window there is, and the shortest; None
-    where a start is missing or not before the pass."""
+    snapshots: Mapping[float, VllmSnapshot], quantile: float, *, pooled_s: float | None = None
+) -> Windows:
+    """The windows of one pass's snapshots (seconds before the pass -> snapshot, 0 the
+    pass's own): of those other than ``pooled_s`` the longest there is (stable) and the
+    shortest (recent), None where a start is missing or not before the pass; and the one
+    starting ``pooled_s`` before the pass, which for a service younger than that holds
+    everything its replicas measured (no series then: each counts from zero)."""
     latest = snapshots.get(0.0)
-    windows = [
-        observe(start, latest, quantile) if latest is not None and start.at < latest.at else None
-        for start in (snapshots[ago] for ago in sorted(snapshots, reverse=True) if ago > 0)
-    ]
+
+    def since(ago: float) -> Observation | None:
+        start = snapshots.get(ago)
+        if latest is None or start is None or not start.at < latest.at:
+            return None
+        return observe(start, latest, quantile)
+
+    windows = [since(ago) for ago in sorted(snapshots, reverse=True) if 0 < ago != pooled_s]
     stable = next((w for w in windows if w is not None), None)
-    return stable, (windows[-1] if windows else None)
+    pooled = None
+    if pooled_s is not None and latest is not None:
+        start = snapshots.get(pooled_s, VllmSnapshot(latest.at - pooled_s))
+        pooled = observe(start, latest, quantile) if start.at < latest.at else None
+    return Windows(stable, windows[-1] if windows else None, pooled)

@@ -13,17 +13,30 @@ from gpuserve.autoscaling.pools import ClassPool, PoolState
 from gpuserve.llm import metrics as vllm
 from gpuserve.llm.capacity import LoadShape, TokenObjectives, replica_capacity, saturation_rate
 from gpuserve.llm.deciding import UNREACHABLE_LOAD, LLMPolicy, decide_llm
-from gpuserve.llm.observing import Observation, observe, snapshot_from_samples
+from gpuserve.llm.observing import (
+    Observation,
+    Windows,
+    observe,
+    snapshot_from_samples,
+    windows_of,
+)
 
 Samples = list[tuple[str, dict[str, str], float]]
 
 
-def _histogram(name: str, bounds: tuple[float, ...], values: list[float]) -> Samples:
+def _histogram(
+    name: str, bounds: tuple[float, ...], values: list[float], labels: dict[str, str] | None = None
+) -> Samples:
+    series = labels or {}
     out: Samples = []
     for bound in (*bounds, math.inf):
         le = "+Inf" if math.isinf(bound) else str(bound)
-        out.append((f"{name}_bucket", {"le": le}, float(sum(v <= bound for v in values))))
-    out += [(f"{name}_sum", {}, float(sum(values))), (f"{name}_count", {}, float(len(values)))]
+        count = float(sum(v <= bound for v in values))
+        out.append((f"{name}_bucket", {**series, "le": le}, count))
+    out += [
+        (f"{name}_sum", series, float(sum(values))),
+        (f"{name}_count", series, float(len(values))),
+    ]
     return out
 
 
@@ -108,12 +121,32 @@ def test_overloaded_replicas_are_sized_for_what_arrives_not_what_they_admit() ->
     assert growing.desired_replicas >= 8
 
 
-def test_a_window_whose_sums_went_down_measures_nothing_and_decides_without_error() -> None:
-    # Summed over replicas, counters drop when a replica leaves within the window.
-    first = snapshot_from_samples(0.0, _scrape([300.0] * 40, [0.05] * 40, [0.2, 0.4]))
-    later = snapshot_from_samples(15.0, _scrape([300.0] * 25, [0.05] * 25, [0.2]))
+def _replica(pod: str, prompts: list[float]) -> Samples:
+    """One replica's series: its requests' prompts, each served in 50 ms to first token."""
+    labels = {"pod": pod}
+    sizes = vllm.one_two_five_buckets(8192)
+    samples = _histogram("vllm:request_prompt_tokens", sizes, prompts, labels)
+    samples += _histogram("vllm:request_generation_tokens", sizes, [100.0] * len(prompts), labels)
+    samples += _histogram(
+        vllm.TIME_TO_FIRST_TOKEN.name, vllm.TTFT_BUCKETS, [0.05] * len(prompts), labels
+    )
+    return samples
+
+
+def test_each_replica_is_differenced_on_its_own_as_prometheus_increase_does() -> None:
+    first = snapshot_from_samples(0.0, [*_replica("a", [300.0] * 40), *_replica("b", [300.0] * 30)])
+    # a served 20 requests of 1500 tokens; b left (its series went with it); c started.
+    a_later = [300.0] * 40 + [1500.0] * 20
+    later = snapshot_from_samples(15.0, [*_replica("a", a_later), *_replica("c", [1500.0] * 10)])
     seen = observe(first, later, quantile=0.9)
-    assert seen.rate == 0.0 and seen.shape is None and seen.ttft_high_s is None
+    # Summed over replicas, the 300-token bucket went down (70 to 40): differencing the
+    # sums measured nothing here.
+    assert seen.rate == pytest.approx(30 / 15.0)
+    assert seen.shape is not None and seen.shape.prompt_mean == pytest.approx(1500.0)
+    # b restarted instead of leaving: it counts from its restart.
+    restarted = snapshot_from_samples(15.0, [*_replica("a", a_later), *_replica("b", [1500.0] * 5)])
+    again = observe(first, restarted, quantile=0.9)
+    assert again.rate == pytest.approx(25 / 15.0)
     decision = decide_llm(
         policy=POLICY,
         stable=seen,
@@ -123,6 +156,26 @@ def test_a_window_whose_sums_went_down_measures_nothing_and_decides_without_erro
         memory=PolicyMemory(),
     )
     assert decision.desired_replicas >= 1
+
+
+def test_a_pass_reads_its_stable_recent_and_pooled_windows_by_their_starts() -> None:
+    now = 1000.0
+    served = {600.0: 10, 60.0: 70, 15.0: 85, 0.0: 100}  # requests served by each instant
+    snapshots = {
+        ago: snapshot_from_samples(now - ago, _replica("a", [500.0] * count))
+        for ago, count in served.items()
+    }
+    windows = windows_of(snapshots, 0.9, pooled_s=600.0)
+    assert windows.stable is not None and windows.stable.rate == pytest.approx(30 / 60)
+    assert windows.recent is not None and windows.recent.rate == pytest.approx(15 / 15)
+    assert windows.pooled is not None and windows.pooled.rate == pytest.approx(90 / 600)
+    # Without a pooled window asked for, the longest is the stable one.
+    assert windows_of(snapshots, 0.9).stable == windows.pooled
+    # A service younger than the pooled window: everything its replicas measured.
+    young = {ago: snap for ago, snap in snapshots.items() if ago < 600}
+    pooled = windows_of(young, 0.9, pooled_s=600.0).pooled
+    assert pooled is not None and pooled.rate == pytest.approx(100 / 600)
+    assert windows_of({}, 0.9, pooled_s=600.0) == Windows(None, None, None)
 
 
 OBJECTIVES = TokenObjectives(ttft_s=1.0, tpot_s=0.05)

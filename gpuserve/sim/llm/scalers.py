@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from gpuserve.autoscaling.decision import Decision, PolicyMemory
 from gpuserve.autoscaling.pools import ClassPool, PoolState
+from gpuserve.autoscaling.query_windows import LLM_MIX_S
 from gpuserve.llm import metrics as vllm
 from gpuserve.llm.calibrating import decide_priced
 from gpuserve.llm.capacity import TokenObjectives, replica_capacity
@@ -57,8 +58,9 @@ def pool_of(view: ClusterView, policy: LLMPolicy) -> PoolState:
 @dataclass
 class GpuserveLLM(ClusterScaler):
     """gpuserve's LLM rule (``gpuserve.llm.deciding.decide_llm``), called as the operator
-    calls it: a stable (60 s) and a recent (15 s) window, the pool, the memory, the
-    engines priced by the time per output token measured (``decide_priced``)."""
+    calls it: a stable (60 s), a recent (15 s) and a pooled (10 min) window, the pool, the
+    memory, the engines priced by the time per output token measured
+    (``decide_priced``)."""
 
     policy: LLMPolicy
     name: str = "gpuserve"
@@ -79,6 +81,7 @@ class GpuserveLLM(ClusterScaler):
             now=view.now,
             memory=self.memory,
             replicas=view.snapshots[-1].replicas if view.snapshots else 0,
+            pooled=window(view, LLM_MIX_S, q),
         )
         self.memory = decision.memory
         if self.keep_decisions:
