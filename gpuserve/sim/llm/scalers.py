@@ -40,6 +40,14 @@ def window(view: ClusterView, seconds: float, quantile: float) -> Observation | 
     return observe(earlier, latest, quantile)
 
 
+def pooled_window(view: ClusterView, quantile: float) -> Observation | None:
+    """The last ``LLM_MIX_S`` of scrapes, where the run is that old (as the operator, which
+    finds no series that far back for a younger service)."""
+    if not view.snapshots or view.snapshots[0].at > view.snapshots[-1].at - LLM_MIX_S:
+        return None
+    return window(view, LLM_MIX_S, quantile)
+
+
 def pool_of(view: ClusterView, policy: LLMPolicy) -> PoolState:
     """The cluster's one class of replicas as the rule sees a pool: those serving, those
     still starting (each a whole start-up from ready)."""
@@ -81,7 +89,7 @@ class GpuserveLLM(ClusterScaler):
             now=view.now,
             memory=self.memory,
             replicas=view.snapshots[-1].replicas if view.snapshots else 0,
-            pooled=window(view, LLM_MIX_S, q),
+            pooled=pooled_window(view, q),
         )
         self.memory = decision.memory
         if self.keep_decisions:
