@@ -145,9 +145,9 @@ def test_an_llm_service_scales_on_its_token_objectives_and_back(
     # (Measured on a saturated replica the factor comes out above the true 3.4: the one
     # factor prices the fixed cost per step like the per-token work, docs/llm.md.)
     assert decision["signals"].get("timeScale", 0) > 1.5, decision
-    # Sized on the minute's mix: the service is younger than the ten minutes its mix is
-    # pooled over (gpuserve.llm.mixing).
-    assert decision["signals"].get("mixSeconds") == 60, decision
+    # Sized on the stable window's mix (its minute, or 15 s while younger than a minute):
+    # the service is younger than the ten minutes a mix is pooled over.
+    assert 0 < decision["signals"].get("mixSeconds", 0) < 600, decision
     result = load.join(timeout_s=seconds + STREAM_TIMEOUT_S + 60)
     assert result.errors() == [], failed_streams(result)
     assert result.completed == rate * seconds
