@@ -289,9 +289,9 @@ def windows_of(
     pass's own): of those other than ``pooled_s`` the longest there is (stable) and the
     shortest (recent), and the one starting ``pooled_s`` before the pass (pooled); None
     where a start is missing or not before the pass. A service younger than the pooled
-    window has none: a few minutes pooled lag a mix that is still moving (the demo's LLM
-    service, pooled from its start, met both objectives for 89-92 % of its streams, where
-    sized on its minute it met them for 93-97 %)."""
+    window has none: a few minutes of a long tail have mostly not seen the tail yet, and
+    the simulator's saving from pooling them came from that (docs/bench-notes/
+    llm-capacity.md, "2026-12-07 (night)")."""
     latest = snapshots.get(0.0)
 
     def since(ago: float) -> Observation | None:
