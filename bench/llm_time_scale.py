@@ -15,8 +15,9 @@ turning them into a price:
   fitted (the operator of a5a1a0b);
 - ``shipped``: ``decide_priced`` as the operator calls it: guarded, an uncontended
   window's fit steadied by those kept, one a minute, at like loads, the floor on the
-  prompts' costs, and (since 2026-12-07, night) the mix pooled over ten minutes
-  (``gpuserve.llm.mixing``; the other pricings size for the 60-s window's mix).
+  prompts' costs, and (since 2026-12-07, night) the mix pooled over ten minutes from a
+  run's tenth minute on (``gpuserve.llm.mixing``; the other pricings size for the 60-s
+  window's mix).
 
 An engine speed is one factor on every time cost, or ``F:W``: the fixed cost per step
 times F and every other cost times W (an engine whose costs are off by different
