@@ -27,7 +27,7 @@ from controllers.converging import (
 )
 from controllers.indexes import epoch
 from controllers.inferenceservice import view_of
-from controllers.prometheus_source import Reading, Readings, VllmReadings
+from controllers.prometheus_source import Reading, Readings, VllmReadings, service_windows
 from controllers.settings import PROMETHEUS_URL
 from controllers.state import OperatorState, ScalingMemory, state_of, uid_of
 from gpuserve.api.conditions import ConditionWriter
@@ -50,7 +50,6 @@ from gpuserve.llm.calibrating import decide_priced
 from gpuserve.llm.deciding import LLMPolicy
 from gpuserve.llm.from_spec import llm_policy_from_spec
 from gpuserve.llm.keda_mix import mix_measured
-from gpuserve.llm.observing import Windows
 from gpuserve.placement.service_plan import (
     ServicePlan,
     first_pods_unseen,
@@ -358,12 +357,7 @@ def _decide_llm(
     """The LLM rule on the stable, recent and pooled windows of the service's vLLM
     series, its engines priced by what the stable window measured
     (gpuserve.llm.calibrating)."""
-    latest = readings.of(*key).get(0.0) if readings is not None else None
-    windows = (
-        readings.windows(*key, policy.objectives.quantile)
-        if readings is not None
-        else Windows(None, None)
-    )
+    windows = service_windows(readings, key, policy.objectives.quantile)
     decision, _ = decide_priced(
         policy=policy,
         stable=windows.stable,
@@ -371,7 +365,7 @@ def _decide_llm(
         pools=pools,
         now=now,
         memory=memory,
-        replicas=latest.replicas if latest is not None else 0,
+        replicas=windows.replicas,
         pooled=windows.pooled,
     )
     return decision

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from controllers import kube
 from controllers.converging import ClusterView, as_body, desired_serving, now_rfc3339
-from controllers.prometheus_source import VllmReadings
+from controllers.prometheus_source import VllmReadings, service_windows
 from controllers.state import ScalingMemory
 from gpuserve.api.models import InferenceService, parse_inference_service
 from gpuserve.api.status import (
@@ -159,14 +159,13 @@ def calibrate_mix(
     if not pools.classes:
         return None
     class_name, q = pools.classes[0].name, policy.objectives.quantile
-    key = (meta["namespace"], meta["name"])
-    stable = readings.windows(*key, q).stable if readings is not None else None
-    latest = readings.of(*key).get(0.0) if readings is not None else None
+    windows = service_windows(readings, (meta["namespace"], meta["name"]), q)
+    stable = windows.stable
     # The engines' time scale as the builtin engine measures it (gpuserve.llm.calibrating).
     factor = fit_or_known(
         policy,
         stable,
-        latest.replicas if latest is not None else 0,
+        windows.replicas,
         class_name,
         recorded.time_scale if recorded is not None else None,
     )

@@ -115,12 +115,16 @@ class VllmReadings:
     error: str | None = None
     pooled_s: float | None = None  # the window the token mix is pooled over
 
-    def windows(self, namespace: str, service: str, quantile: float) -> Windows:
-        """One service's windows (gpuserve.llm.observing.windows_of)."""
-        return windows_of(self.of(namespace, service), quantile, pooled_s=self.pooled_s)
-
     def of(self, namespace: str, service: str) -> dict[float, VllmSnapshot]:
         return self.snapshots.get((namespace, service), {})
+
+
+def service_windows(readings: VllmReadings | None, key: ServiceKey, quantile: float) -> Windows:
+    """One service's windows (gpuserve.llm.observing.windows_of); none where nothing was
+    read."""
+    if readings is None:
+        return Windows(None, None)
+    return windows_of(readings.of(*key), quantile, pooled_s=readings.pooled_s)
 
 
 class PrometheusSource:

@@ -147,14 +147,16 @@ def snapshot_from_samples(
     sums: dict[str, dict[SeriesKey, float]] = {}
     counts: dict[str, dict[SeriesKey, float]] = {}
     for name, labels, value in samples:
-        key = tuple(sorted((k, v) for k, v in labels.items() if k != "le"))
+        if name in _GAUGES:
+            gauges[name] = gauges.get(name, 0.0) + value
+            continue
+        if name == vllm.KV_CACHE_USAGE.name:
+            kv.append(value)
+            continue
+        key = _series_key(labels)
         if name in _COUNTERS:
             per_series = counters.setdefault(name, {})
             per_series[key] = per_series.get(key, 0.0) + value
-        elif name in _GAUGES:
-            gauges[name] = gauges.get(name, 0.0) + value
-        elif name == vllm.KV_CACHE_USAGE.name:
-            kv.append(value)
         else:
             base, part = _histogram_part(name)
             if base is None:
@@ -181,6 +183,10 @@ def snapshot_from_samples(
         for base, per_series in buckets.items()
     }
     return VllmSnapshot(at, counters, gauges, histograms, len(kv))
+
+
+def _series_key(labels: Mapping[str, str]) -> SeriesKey:
+    return tuple(sorted((k, v) for k, v in labels.items() if k != "le"))
 
 
 def _histogram_part(name: str) -> tuple[str | None, str]:
@@ -280,6 +286,7 @@ class Windows:
     stable: Observation | None
     recent: Observation | None
     pooled: Observation | None = None  # the mix's window (gpuserve.llm.mixing)
+    replicas: int = 0  # engines that reported at the windows' end
 
 
 def windows_of(
@@ -303,4 +310,5 @@ def windows_of(
     windows = [since(ago) for ago in sorted(snapshots, reverse=True) if 0 < ago != pooled_s]
     stable = next((w for w in windows if w is not None), None)
     pooled = None if pooled_s is None else since(pooled_s)
-    return Windows(stable, windows[-1] if windows else None, pooled)
+    replicas = latest.replicas if latest is not None else 0
+    return Windows(stable, windows[-1] if windows else None, pooled, replicas)
