@@ -26,7 +26,13 @@ from gpuserve.llm.calibrating import (
     scaled,
     steadied,
 )
-from gpuserve.llm.capacity import LoadShape, TokenObjectives, predict, replica_capacity, time_scale
+from gpuserve.llm.capacity import (
+    LoadShape,
+    TokenObjectives,
+    output_gap_s,
+    replica_capacity,
+    time_scale,
+)
 from gpuserve.llm.deciding import LLMPolicy
 from gpuserve.llm.observing import Observation
 from gpuserve.llm.params import EngineParams
@@ -41,13 +47,13 @@ SHAPE = LoadShape(prompt_mean=600.0, prompt_high=1500.0, output_mean=120.0)
 
 @pytest.mark.parametrize("factor", [0.25, 1.0, 6.0])
 @pytest.mark.parametrize("share", [0.1, 0.7])
-def test_the_fitted_factor_is_the_one_that_made_the_measured_step(
+def test_the_fitted_factor_is_the_one_that_made_the_measured_gap(
     factor: float, share: float
 ) -> None:
     base = EngineParams()
     slow = base.slower(factor)
     rate = share * replica_capacity(slow, SHAPE, OBJECTIVES).rate
-    measured = predict(slow, SHAPE, OBJECTIVES.quantile, rate).step_s
+    measured = output_gap_s(slow, SHAPE, rate)
     assert time_scale(base, SHAPE, rate, measured) == pytest.approx(factor, rel=1e-9)
     assert time_scale(base, SHAPE, rate, 0.0) is None
     assert time_scale(base, SHAPE, 0.0, measured) is None

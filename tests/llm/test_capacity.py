@@ -11,8 +11,11 @@ import pytest
 from gpuserve.llm.capacity import (
     LoadShape,
     TokenObjectives,
+    output_gap_s,
     predict,
     replica_capacity,
+    request_work_s,
+    time_scale,
 )
 from gpuserve.llm.params import EngineParams
 from gpuserve.llm.replay import replay
@@ -201,3 +204,58 @@ def test_predictions_grow_with_the_rate_and_saturate() -> None:
 def test_bad_objectives_name_the_field(field: str, kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError, match=field):
         TokenObjectives(**kwargs)
+
+
+def _long_prompts(seed: int, count: int) -> list[tuple[int, int]]:
+    """Long-tailed prompts (median ~4,000 tokens, some over 50,000) and short outputs."""
+    rng = random.Random(seed)
+    return [
+        (min(100_000, int(rng.lognormvariate(8.3, 1.2))) + 1, int(rng.expovariate(1 / 150)) + 2)
+        for _ in range(count)
+    ]
+
+
+@pytest.mark.parametrize("load", [0.3, 0.5])
+def test_the_mean_output_gap_is_the_engines_over_its_tokens(load: float) -> None:
+    """Poisson arrivals of long-tailed prompts through the engine the model describes: the
+    factor fitted from the mean gap between a stream's tokens reads that engine as it is,
+    where the mean step (each step's cost shared by the sequences in it) reads it as
+    slower: more streams decode in the long steps that prefill the prompts."""
+    params = EngineParams(max_model_len=131_072, max_batched_tokens=1024)
+    mix = _long_prompts(5, 700)
+    prompts = np.array([p for p, _ in mix], dtype=float)
+    shape = LoadShape(
+        prompt_mean=float(prompts.mean()),
+        prompt_high=float(np.quantile(prompts, 0.99)),
+        output_mean=float(np.mean([o for _, o in mix])),
+        prompt_square_mean=float(np.mean(prompts**2)),
+    )
+    rate = load / request_work_s(params, shape)
+    rng = random.Random(9)
+    clock, requests = 0.0, []
+    for prompt, output in mix:
+        clock += rng.expovariate(rate)
+        requests.append((clock, prompt, output, ()))
+    run = replay(requests, params, fast=True)
+    decoding = sum(t.token_s[-1] - t.token_s[0] for t in run.timings.values())
+    tokens = sum(len(t.token_s) - 1 for t in run.timings.values())
+    measured = decoding / tokens
+    fit = time_scale(params, shape, rate, measured)
+    assert fit == pytest.approx(1.0, abs=0.06)
+    step = predict(params, shape, 0.99, rate).step_s
+    assert step < output_gap_s(params, shape, rate) < measured * 1.1
+    # The mean step run backwards: k b / (1 - k r w) = measured.
+    per_step = measured / (params.decode_base_s + measured * load)
+    assert per_step > 1.08
+
+
+def test_the_output_gap_scales_with_the_engine() -> None:
+    """An engine k times slower, offered 1/k of the rate, runs the same steps k times as
+    long; at saturation the gap has no bound."""
+    shape = LoadShape(8000, 30000, 300, prompt_square_mean=2e8)
+    base = EngineParams(max_model_len=131_072)
+    rate = 0.4 / request_work_s(base, shape)
+    gap = output_gap_s(base, shape, rate)
+    assert output_gap_s(base.slower(2.5), shape, rate / 2.5) == pytest.approx(2.5 * gap)
+    assert output_gap_s(base, shape, 1.0 / request_work_s(base, shape)) == float("inf")
+    assert time_scale(base, shape, rate / 2.5, 2.5 * gap) == pytest.approx(2.5, rel=1e-9)
