@@ -45,7 +45,7 @@ from llm_capacity import AZURE, MOONCAKE, _engines  # noqa: E402
 
 from gpuserve.llm.capacity import LoadShape, request_work_s, time_scale  # noqa: E402
 from gpuserve.llm.params import EngineParams  # noqa: E402
-from gpuserve.llm.replay import replay  # noqa: E402
+from gpuserve.llm.replay import mean_output_gap_s, poisson_requests, replay  # noqa: E402
 from gpuserve.sim.argtypes import positive_int  # noqa: E402
 from gpuserve.sim.llm.traces import azure_conversation, mooncake  # noqa: E402
 
@@ -130,17 +130,9 @@ def _shape(drawn: Tokens) -> LoadShape:
 def measure(mix: Mix, load: float, drawn: Tokens) -> Row:
     params, shape = mix.params, _shape(drawn)
     rate = load / request_work_s(params, shape)
-    rng = random.Random(1)
-    clock, requests = 0.0, []
-    for prompt, output in drawn:
-        clock += rng.expovariate(rate)
-        requests.append((clock, prompt, output, ()))
-    run = replay(requests, params, fast=True)
-    timings = run.timings.values()
-    gap = sum(t.token_s[-1] - t.token_s[0] for t in timings) / sum(
-        len(t.token_s) - 1 for t in timings
-    )
-    ttft = sum(t.token_s[0] - t.arrival_s for t in timings) / len(timings)
+    run = replay(poisson_requests(drawn, rate, seed=1), params, fast=True)
+    gap = mean_output_gap_s(run)
+    ttft = sum(t.token_s[0] - t.arrival_s for t in run.timings.values()) / len(drawn)
     per_step = gap / (params.decode_base_s + gap * load)
     return Row(load, gap, ttft, per_step, time_scale(params, shape, rate, gap))
 

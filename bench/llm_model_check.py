@@ -14,14 +14,16 @@ arrivals whose token counts are drawn from the mix (without prefix hashes: no hi
 model is told), at multiples of the model's capacity, ``seeds`` runs of ``seconds`` each.
 
 Per rate it prints the share of requests within both objectives and within each, and the
-model's figures beside the engine's: the mean step against the requests' mean time per
-output token, and both objectives' figures at the quantile. Then the measured capacity: the
-largest rate at which the runs' mean attainment reaches the objectives' quantile, found by
-bisection, and its ratio to the model's; and where the engine saturates (what it admits
-when offered twice the model's rate) against the rate at which the model's work per request
-fills the engine. The model is given the mix's exact statistics (the prompts' mean,
-quantile and higher moments, the mean output), its best case: the operator reads them from
-one minute's histograms.
+model's figures beside the engine's: its mean gap between a stream's tokens
+(``output_gap_s``) against the engine's, over the tokens as vLLM's TPOT histogram takes
+it (until 2026-12-07 the column held the model's mean step against the mean of the
+requests' own times per output token), and both objectives' figures at the quantile.
+Then the measured capacity: the largest rate at which the runs' mean attainment reaches
+the objectives' quantile, found by bisection, and its ratio to the model's; and where the
+engine saturates (what it admits when offered twice the model's rate) against the rate at
+which the model's work per request fills the engine. The model is given the mix's exact
+statistics (the prompts' mean, quantile and higher moments, the mean output), its best
+case: the operator reads them from one minute's histograms.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from llm_capacity import workloads  # noqa: E402
 from gpuserve.llm.capacity import (  # noqa: E402
     LoadShape,
     TokenObjectives,
+    output_gap_s,
     predict,
     replica_capacity,
     request_work_s,
@@ -119,7 +122,11 @@ def measure(mix: Mix, rate: float, seconds: float, seeds: int) -> Measured:
         both=float(np.mean([run.attainment() for run in runs])),
         ttft=float(np.mean(firsts <= mix.objectives.ttft_s)),
         tpot=float(np.mean(gaps <= mix.objectives.tpot_s)),
-        tpot_mean_s=float(gaps.mean()),
+        # Over the tokens, as vLLM's TPOT histogram averages (each request's gaps).
+        tpot_mean_s=float(
+            sum(o.tpot_s * (o.output_tokens - 1) for o in outcomes if o.output_tokens > 1)
+            / sum(o.output_tokens - 1 for o in outcomes if o.output_tokens > 1)
+        ),
         tpot_high_s=float(np.quantile(gaps, q)),
         ttft_high_s=float(np.quantile(firsts, q)),
     )
@@ -166,17 +173,18 @@ def table(mix: Mix, factors: list[float], seconds: float, seeds: int) -> None:
         f"{shape.prompt_rms:.0f} tokens, output mean {shape.output_mean:.0f}.\n"
     )
     print(
-        "| x model | req/s | both % | TTFT % | TPOT % | mean step model / TPOT mean ms "
+        "| x model | req/s | both % | TTFT % | TPOT % | mean gap model / TPOT mean ms "
         "| TPOT at q model / engine ms | TTFT at q model / engine ms |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for factor in factors:
         rate = cap.rate * factor
         p = predict(mix.params, shape, o.quantile, rate)
+        gap = output_gap_s(mix.params, shape, rate)
         m = measure(mix, rate, seconds, seeds)
         print(
             f"| {factor:.2f} | {rate:.3f} | {100 * m.both:.2f} | {100 * m.ttft:.2f} | "
-            f"{100 * m.tpot:.2f} | {1e3 * p.step_s:.1f} / {1e3 * m.tpot_mean_s:.1f} | "
+            f"{100 * m.tpot:.2f} | {1e3 * gap:.1f} / {1e3 * m.tpot_mean_s:.1f} | "
             f"{1e3 * p.tpot_s:.1f} / {1e3 * m.tpot_high_s:.1f} | "
             f"{_ms(p.ttft_s)} / {1e3 * m.ttft_high_s:.0f} |",
             flush=True,

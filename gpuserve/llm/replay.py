@@ -8,6 +8,7 @@ emulator, whose engine loop sleeps the cost while new requests queue.
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -65,3 +66,25 @@ def replay(
         for timing in engine.end_step(clock, every_token=False).finished:
             timings[timing.request_id] = timing
     return Replay(timings, tuple(steps), engine)
+
+
+def poisson_requests(
+    tokens: Iterable[tuple[int, int]], rate: float, seed: int
+) -> list[tuple[float, int, int, tuple[int, ...]]]:
+    """``(prompt, output)`` token counts arriving one by one as a Poisson process of
+    ``rate`` requests/s (its gaps drawn from ``seed``), as ``replay`` takes them."""
+    rng = random.Random(seed)
+    clock, requests = 0.0, []
+    for prompt, output in tokens:
+        clock += rng.expovariate(rate)
+        requests.append((clock, prompt, output, ()))
+    return requests
+
+
+def mean_output_gap_s(run: Replay) -> float:
+    """The mean gap between a stream's tokens over all of ``run``'s tokens, as vLLM's TPOT
+    histogram averages it; 0 where no request had a second token."""
+    timings = run.timings.values()
+    gaps = sum(len(t.token_s) - 1 for t in timings if t.token_s)
+    decoding = sum(t.token_s[-1] - t.token_s[0] for t in timings if t.token_s)
+    return decoding / gaps if gaps else 0.0

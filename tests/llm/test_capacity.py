@@ -18,7 +18,7 @@ from gpuserve.llm.capacity import (
     time_scale,
 )
 from gpuserve.llm.params import EngineParams
-from gpuserve.llm.replay import replay
+from gpuserve.llm.replay import mean_output_gap_s, poisson_requests, replay
 
 OBJECTIVES = TokenObjectives(ttft_s=0.5, tpot_s=0.04, quantile=0.99)
 
@@ -50,12 +50,7 @@ def _attainment(
     params: EngineParams,
     objectives: TokenObjectives = OBJECTIVES,
 ) -> float:
-    rng = random.Random(7)
-    clock, requests = 0.0, []
-    for prompt, output in mix:
-        clock += rng.expovariate(rate)
-        requests.append((clock, prompt, output, ()))
-    run = replay(requests, params, fast=True)
+    run = replay(poisson_requests(mix, rate, seed=7), params, fast=True)
     met = 0
     for timing in run.timings.values():
         tokens = timing.token_s
@@ -231,15 +226,7 @@ def test_the_mean_output_gap_is_the_engines_over_its_tokens(load: float) -> None
         prompt_square_mean=float(np.mean(prompts**2)),
     )
     rate = load / request_work_s(params, shape)
-    rng = random.Random(9)
-    clock, requests = 0.0, []
-    for prompt, output in mix:
-        clock += rng.expovariate(rate)
-        requests.append((clock, prompt, output, ()))
-    run = replay(requests, params, fast=True)
-    decoding = sum(t.token_s[-1] - t.token_s[0] for t in run.timings.values())
-    tokens = sum(len(t.token_s) - 1 for t in run.timings.values())
-    measured = decoding / tokens
+    measured = mean_output_gap_s(replay(poisson_requests(mix, rate, seed=9), params, fast=True))
     fit = time_scale(params, shape, rate, measured)
     assert fit == pytest.approx(1.0, abs=0.06)
     step = predict(params, shape, 0.99, rate).step_s
