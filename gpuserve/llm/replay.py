@@ -74,7 +74,8 @@ def poisson_requests(
     """``(prompt, output)`` token counts arriving one by one as a Poisson process of
     ``rate`` requests/s (its gaps drawn from ``seed``), as ``replay`` takes them."""
     rng = random.Random(seed)
-    clock, requests = 0.0, []
+    clock = 0.0
+    requests: list[tuple[float, int, int, tuple[int, ...]]] = []
     for prompt, output in tokens:
         clock += rng.expovariate(rate)
         requests.append((clock, prompt, output, ()))
