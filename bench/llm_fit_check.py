@@ -47,7 +47,8 @@ from gpuserve.llm.capacity import LoadShape, request_work_s, time_scale  # noqa:
 from gpuserve.llm.params import EngineParams  # noqa: E402
 from gpuserve.llm.replay import mean_output_gap_s, poisson_requests, replay  # noqa: E402
 from gpuserve.sim.argtypes import positive_int  # noqa: E402
-from gpuserve.sim.llm.traces import azure_conversation, mooncake  # noqa: E402
+from gpuserve.sim.llm.lineup import trace_shape  # noqa: E402
+from gpuserve.sim.llm.traces import TokenRequest, TokenTrace, azure_conversation, mooncake  # noqa: E402
 
 Tokens = list[tuple[int, int]]  # (prompt, output) of each request
 
@@ -116,19 +117,8 @@ class Row:
     over_tokens: float | None
 
 
-def _shape(drawn: Tokens) -> LoadShape:
-    prompts = sorted(float(p) for p, _ in drawn)
-    count = len(prompts)
-    return LoadShape(
-        prompt_mean=sum(prompts) / count,
-        prompt_high=prompts[int(0.99 * count)],
-        output_mean=sum(o for _, o in drawn) / count,
-        prompt_square_mean=sum(p * p for p in prompts) / count,
-    )
-
-
-def measure(mix: Mix, load: float, drawn: Tokens) -> Row:
-    params, shape = mix.params, _shape(drawn)
+def measure(params: EngineParams, shape: LoadShape, load: float, drawn: Tokens) -> Row:
+    """One replica serving ``drawn`` (whose mix is ``shape``) at ``load``."""
     rate = load / request_work_s(params, shape)
     run = replay(poisson_requests(drawn, rate, seed=1), params, fast=True)
     gap = mean_output_gap_s(run)
@@ -168,11 +158,14 @@ def main(argv: list[str] | None = None) -> None:
         pool = mix.tokens()
         pick = random.Random(3)
         drawn = [pool[pick.randrange(len(pool))] for _ in range(args.requests)]
+        shape = trace_shape(
+            TokenTrace(name, tuple(TokenRequest(0.0, p, o) for p, o in drawn)), 0.99
+        )
         engine = f"{mix.engine} ({mix.params.max_batched_tokens}-token chunks)"
         for load in loads:
-            row = measure(mix, load, drawn)
+            row = measure(mix.params, shape, load, drawn)
             fit = "-" if row.over_tokens is None else f"{row.over_tokens:.3f}"
-            output = _shape(drawn).output_mean
+            output = shape.output_mean
             print(
                 f"| {name} | {engine} | {load:.2f} | {1e3 * row.gap_s:.1f} | "
                 f"{1e3 * row.ttft_mean_s / output:.2f} | {row.per_step:.3f} | {fit} |",
