@@ -19,8 +19,9 @@ from requests.exceptions import RequestException
 from urllib3.util.retry import Retry
 
 from gpuserve.autoscaling.metrics import MetricSample
-from gpuserve.autoscaling.query_windows import QueryWindows
+from gpuserve.autoscaling.query_windows import QueryWindows, promql_range
 from gpuserve.llm.observing import VllmSnapshot, Windows, snapshot_from_samples, windows_of
+from gpuserve.resources.naming import ROLE_WARM
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,23 @@ class Readings:
 VLLM_SERIES = '{__name__=~"vllm:.+",service!=""}'
 
 
+def engines_query(window_s: float, step_s: float) -> str:
+    """The engines that served each service over the last ``window_s``, on average: the
+    pods with a TTFT histogram (Triton's vLLM backend forwards it; vLLM's own gauges it
+    does not) whose target is not a warm standby (which serves nothing), counted at every
+    ``step_s`` (the scrape interval) and averaged over every step, those at which the
+    service had none counting zero (``avg_over_time`` would skip them: a service's first
+    engine, up for half the window, would count as one). A pod scraped under two roles
+    during a promotion is one pod."""
+    per_pod = (
+        f"count by ({BY}, pod) (vllm:time_to_first_token_seconds_count"
+        f'{{service!="",{TARGET_ROLE}!="{ROLE_WARM}"}})'
+    )
+    steps = f"[{promql_range(window_s)}:{promql_range(step_s)}]"
+    counted = f"sum_over_time((count by ({BY}) ({per_pod})){steps})"
+    return f"{counted} / on() group_left() count_over_time(vector(1){steps})"
+
+
 @dataclass(frozen=True)
 class VllmReadings:
     """One pass's vLLM series of every LLM service, at the pass's instant and at the
@@ -114,6 +132,9 @@ class VllmReadings:
     snapshots: dict[ServiceKey, dict[float, VllmSnapshot]]
     error: str | None = None
     pooled_s: float | None = None  # the window the token mix is pooled over
+    # the engines that served over the last ``engines_s``, on average (``engines_query``)
+    engines: dict[ServiceKey, float] = field(default_factory=dict)
+    engines_s: float = 0.0  # the stable window
 
     def of(self, namespace: str, service: str) -> dict[float, VllmSnapshot]:
         return self.snapshots.get((namespace, service), {})
@@ -124,7 +145,12 @@ def service_windows(readings: VllmReadings | None, key: ServiceKey, quantile: fl
     read."""
     if readings is None:
         return Windows(None, None)
-    return windows_of(readings.of(*key), quantile, pooled_s=readings.pooled_s)
+    return windows_of(
+        readings.of(*key),
+        quantile,
+        pooled_s=readings.pooled_s,
+        engines=(readings.engines[key], readings.engines_s) if key in readings.engines else None,
+    )
 
 
 class PrometheusSource:
@@ -152,14 +178,18 @@ class PrometheusSource:
         )
 
     def read_vllm(self, *, at: float) -> VllmReadings:
-        """Every service's vLLM series now and at the start of each window: one query per
-        instant, whatever the number of services."""
+        """Every service's vLLM series now and at the start of each window, one query per
+        instant, and the engines that served over the stable window (``engines_query``),
+        one more: five queries whatever the number of services."""
         found: dict[ServiceKey, dict[float, list[tuple[str, dict[str, str], float]]]] = {}
+        stable_s, _ = self.windows.vllm_windows_s
         try:
             for ago in (0.0, *self.windows.vllm_windows_s, self.windows.vllm_mix_s):
                 result = self._prom.custom_query(query=VLLM_SERIES, params={"time": at - ago})
                 for key, sample in _vllm_samples(result):
                     found.setdefault(key, {}).setdefault(ago, []).append(sample)
+            query = engines_query(stable_s, self.windows.scrape_interval_s)
+            engines = _positive(self._prom.custom_query(query=query, params={"time": at}))
         except (PrometheusApiClientException, RequestException, ValueError) as exc:
             return VllmReadings(at, {}, error=f"Prometheus at {self.url}: {exc}")
         return VllmReadings(
@@ -169,6 +199,8 @@ class PrometheusSource:
                 for key, by in found.items()
             },
             pooled_s=self.windows.vllm_mix_s,
+            engines=engines,
+            engines_s=stable_s,
         )
 
     def _read(self, sel: str, now: float | None) -> Readings:
@@ -220,6 +252,11 @@ def _by_service(result: object) -> dict[ServiceKey, float | None]:
     """An instant vector's values by (namespace, service); NaN kept as NaN, infinity as
     None, malformed entries left out."""
     return {key: value if not math.isinf(value) else None for key, _, value in _entries(result)}
+
+
+def _positive(result: object) -> dict[ServiceKey, float]:
+    """An instant vector's finite positive values by (namespace, service)."""
+    return {key: value for key, _, value in _entries(result) if 0 < value < math.inf}
 
 
 def _vllm_samples(

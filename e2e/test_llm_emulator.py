@@ -3,8 +3,10 @@ over gRPC, continuous batching, the prefix cache and vLLM's metric names."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -14,6 +16,7 @@ from tritonclient.grpc import model_config_pb2 as pb
 from e2e.loadgen.runner import Limits, Target
 from e2e.loadgen.streams import StreamReplay, trace_requests
 from e2e.models import resolve_demo_uri
+from e2e.prometheus import PrometheusServer, prometheus_available
 from e2e.triton import TritonServer, emulate_on_python_backend, triton_available, write_model
 from e2e.triton.metrics import model_value, samples
 from e2e.triton.pbtxt import top_level_name
@@ -247,3 +250,66 @@ def test_a_mooncake_replay_hits_the_prefix_cache_as_the_simulator_does(tmp_path:
         )
     finally:
         server.stop()
+
+
+@pytest.mark.prometheus
+@pytest.mark.skipif(not prometheus_available(), reason="prometheus not installed")
+def test_prometheus_counts_the_engines_that_served_over_a_window(triton: TritonServer) -> None:
+    """The engines an LLM service's fit divides its rate by, read from a real Prometheus
+    scraping the emulator (``controllers.prometheus_source.engines_query``): pods with a
+    TTFT histogram, a warm standby's left out, each counted for the part of the window it
+    was scraped in."""
+    from controllers.prometheus_source import PrometheusSource, engines_query, service_windows
+    from gpuserve.autoscaling.query_windows import QueryWindows
+
+    def target(pod: str, role: str) -> dict[str, object]:
+        labels = {"namespace": "team", "service": "chat", "pod": pod, "role": role}
+        return {"address": triton.metrics_address, "labels": labels}
+
+    serving = [target("chat-0", "serving"), target("chat-1", "serving")]
+    prometheus = PrometheusServer(scrape_interval_s=1.0).start()
+    try:
+        prometheus.set_targets([*serving, target("chat-2", "warm")])
+        ttft = f'{vllm.TIME_TO_FIRST_TOKEN.name}_count{{service="chat"}}'
+        prometheus.wait_for(f"count_over_time({ttft}[12s])", _each_at_least(3, 12), timeout=40)
+        scraped = time.time()  # every pod scraped for 12 s and more by now
+        window = engines_query(10.0, 1.0)
+
+        def engines() -> float:
+            found = prometheus.query(window)
+            assert len(found) == 1 and found[0]["metric"]["service"] == "chat", found
+            return float(found[0]["value"][1])
+
+        assert engines() == pytest.approx(2.0)  # the warm standby serves nothing
+        prometheus.set_targets(serving[:1])  # chat-1 and the standby leave
+        gone = time.monotonic()
+        wait_until(lambda: engines() < 1.95, timeout=10.0, interval=0.25)
+        assert time.monotonic() - gone < 9.0 and 1.0 < engines() < 2.0
+        wait_until(lambda: engines() == 1.0, timeout=20.0, interval=0.5)
+        source, chat = PrometheusSource(prometheus.url, windows=QueryWindows(1.0)), ("team", "chat")
+        # Younger than the stable minute, the service is observed over its 15-s window:
+        # the minute's count, which counts none before its first scrape, is not its.
+        time.sleep(max(0.0, scraped + 8.0 - time.time()))
+        young = source.read_vllm(at=scraped + 8.0)  # 15 s back, every pod was scraped
+        assert young.error is None and 0.0 < young.engines[chat] < 2.0
+        stable = service_windows(young, chat, 0.99).stable
+        assert stable is not None and stable.window_s < 60.0 and stable.engines is None
+        # A minute on, the stable window is the minute: chat-1 counts for its part of it.
+        time.sleep(max(0.0, scraped + 50.0 - time.time()))
+        grown = source.read_vllm(at=time.time())
+        assert grown.error is None and 1.0 < grown.engines[chat] < 2.0
+        stable = service_windows(grown, chat, 0.99).stable
+        assert stable is not None and stable.window_s == 60.0
+        assert stable.engines == grown.engines[chat]
+    finally:
+        prometheus.stop()
+
+
+def _each_at_least(series: int, samples: float) -> Callable[[list[dict[str, Any]]], bool]:
+    """Whether an instant vector holds ``series`` series, each of value ``samples`` or
+    more."""
+
+    def holds(result: list[dict[str, Any]]) -> bool:
+        return len(result) == series and all(float(r["value"][1]) >= samples for r in result)
+
+    return holds

@@ -23,6 +23,11 @@ kept within ``FIT_LOAD_BAND`` of its load, when there are ``FIT_NEIGHBOURS``
 of ten minutes of fits (cc0ee17) held the demo's LLM service at its lightly loaded fit
 through a ramp, 76 % of streams within both objectives where this gets 95 %.
 
+A fit divides the window's rate by the engines that served it, on average over the window
+(``engines_in``; the operator counts the pods with a TTFT histogram whose target is not a
+warm standby). Counted at the window's end, the minute after each scale-up read the
+engines as slower than they are, at a load lower than theirs.
+
 One factor fitted from the decode steps prices the prompts as it prices the steps. Where
 a GPU computes prompts slower than that says, time to first token is under-priced. So
 each kept minute also measures a floor on the prompts' costs (``prefill_floor``): the
@@ -78,16 +83,31 @@ Price = tuple[float, float]
 def fitted_scale(
     policy: LLMPolicy, window: Observation | None, replicas: int, served_by: str | None = None
 ) -> float | None:
-    """The factor on ``policy``'s time costs that ``window`` (served by ``replicas``
-    replicas, most of them of class ``served_by``) measures, within ``SCALE_BOUNDS``; None
-    when the window measured nothing. It is measured against the engine of the class that
-    served and applies to every class's engine: what the datasheet-derived engines got
-    wrong about this model is taken to hold on each."""
-    if window is None or window.shape is None or window.tpot_mean_s is None or replicas < 1:
+    """The factor on ``policy``'s time costs that ``window`` (served by the engines
+    ``engines_in`` counts, ``replicas`` of them at its end, most of class ``served_by``)
+    measures, within ``SCALE_BOUNDS``; None when the window measured nothing. It is
+    measured against the engine of the class that served and applies to every class's
+    engine: what the datasheet-derived engines got wrong about this model is taken to
+    hold on each."""
+    if window is None or window.shape is None or window.tpot_mean_s is None:
+        return None
+    engines = engines_in(window, replicas)
+    if engines is None:
         return None
     reference = _reference(policy, served_by)
-    factor = time_scale(reference, window.shape, window.rate / replicas, window.tpot_mean_s)
+    factor = time_scale(reference, window.shape, window.rate / engines, window.tpot_mean_s)
     return None if factor is None else bounded(factor)
+
+
+def engines_in(window: Observation, replicas: int) -> float | None:
+    """The engines that served ``window``'s requests: the mean over the window where it
+    was measured, else ``replicas``, those reporting at its end; None for none.
+    Counted at the end alone, an engine that joined within the window counts as one that
+    served all of it, and the rate per engine reads low by its share: the minute after a
+    scale-up fitted the engines as slower than they are, and that fit was kept at the low
+    load it seemed to be taken at."""
+    engines = window.engines if window.engines is not None else float(replicas)
+    return engines if engines > 0 else None
 
 
 def bounded(factor: float, bounds: tuple[float, float] = SCALE_BOUNDS) -> float | None:
@@ -103,9 +123,10 @@ def load_of(
 ) -> float | None:
     """The share of one replica's engine time ``window``'s requests take in the model
     (``r w``, before any factor); None when the window measured no mix."""
-    if window.shape is None or replicas < 1:
+    engines = engines_in(window, replicas)
+    if window.shape is None or engines is None:
         return None
-    return window.rate / replicas * request_work_s(_reference(policy, served_by), window.shape)
+    return window.rate / engines * request_work_s(_reference(policy, served_by), window.shape)
 
 
 def _reference(policy: LLMPolicy, served_by: str | None) -> EngineParams:
@@ -120,10 +141,11 @@ def prefill_floor(
     model's time to first token at the objective's quantile, at ``window``'s rate per
     replica, reaches the one ``window`` measured; 1 where the window measured none, or
     the model already predicts as long."""
-    if window.shape is None or window.ttft_high_s is None or replicas < 1:
+    engines = engines_in(window, replicas)
+    if window.shape is None or window.ttft_high_s is None or engines is None:
         return 1.0
     params, shape, measured = _reference(priced, served_by), window.shape, window.ttft_high_s
-    q, rate = priced.objectives.quantile, window.rate / replicas
+    q, rate = priced.objectives.quantile, window.rate / engines
 
     def short(prefill: float) -> bool:
         return predict(params.slower(1.0, prefill=prefill), shape, q, rate).ttft_s < measured
@@ -227,8 +249,9 @@ def decide_priced(
     """``decide_llm`` on ``policy`` priced at the stable window's fit and floor on the
     prompts' costs, steadied by those kept at like loads, and that factor (None where the
     window measured nothing; in the signals as ``timeScale``, the floor as
-    ``prefillScale``): the operator's pass and the simulator's scaler both decide by
-    this. ``replicas``: the engines that reported at the window's end; ``pooled``: the
+    ``prefillScale``, the engines the fit divides by as ``engines``): the operator's
+    pass and the simulator's scaler both decide by this. ``replicas``: the engines that
+    reported at the window's end (``engines_in``); ``pooled``: the
     last ten minutes of traffic, whose mix is sized for unless the stable
     window's moved (the fit and the floor are the stable window's own: they measure the
     work done in it)."""
@@ -262,4 +285,7 @@ def decide_priced(
     if factor is not None:
         decision.signals["timeScale"] = factor
         decision.signals["prefillScale"] = prefill
+    engines = None if stable is None else engines_in(stable, replicas)
+    if engines is not None:
+        decision.signals["engines"] = engines  # what the stable window's fit divides by
     return decision, factor

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpuserve.llm import metrics as vllm
 from gpuserve.llm.capacity import LoadShape
@@ -213,6 +213,10 @@ class Observation:
     preemptions: float  # in the window
     # requests/s the waiting queue grew by over the window (negative where it shrank)
     queue_growth: float = 0.0
+    # The engines that served over the window, on average (one that served half of it
+    # counts one half); None where not measured. The engines of two snapshots cannot
+    # tell it: one that joined a second before the window's end counts as a whole one.
+    engines: float | None = None
 
     @property
     def arrival_rate(self) -> float:
@@ -290,7 +294,11 @@ class Windows:
 
 
 def windows_of(
-    snapshots: Mapping[float, VllmSnapshot], quantile: float, *, pooled_s: float | None = None
+    snapshots: Mapping[float, VllmSnapshot],
+    quantile: float,
+    *,
+    pooled_s: float | None = None,
+    engines: tuple[float, float] | None = None,
 ) -> Windows:
     """The windows of one pass's snapshots (seconds before the pass -> snapshot, 0 the
     pass's own): of those other than ``pooled_s`` the longest there is (stable) and the
@@ -298,7 +306,11 @@ def windows_of(
     where a start is missing or not before the pass. A service younger than the pooled
     window has none: a few minutes of a long tail have mostly not seen the tail yet, and
     the simulator's saving from pooling them came from that (docs/bench-notes/
-    llm-capacity.md, "2026-12-07 (night)")."""
+    llm-capacity.md, "2026-12-07 (night)"). ``engines``: (the engines that served over
+    the last ``seconds``, on average; ``seconds``) where measured, taken as the stable
+    window's ``Observation.engines`` where that window is as long: a service younger than
+    it is observed over a shorter window, and engines averaged over the longer one, which
+    count it as none for the time before it, would read its rate per engine high."""
     latest = snapshots.get(0.0)
 
     def since(ago: float) -> Observation | None:
@@ -309,6 +321,8 @@ def windows_of(
 
     windows = [since(ago) for ago in sorted(snapshots, reverse=True) if 0 < ago != pooled_s]
     stable = next((w for w in windows if w is not None), None)
+    if stable is not None and engines is not None and math.isclose(stable.window_s, engines[1]):
+        stable = replace(stable, engines=engines[0])
     pooled = None if pooled_s is None else since(pooled_s)
     replicas = latest.replicas if latest is not None else 0
     return Windows(stable, windows[-1] if windows else None, pooled, replicas)

@@ -108,6 +108,27 @@ def test_a_replica_five_times_slower_than_the_defaults_is_priced_as_such() -> No
     assert halves is not None and halves > factor
 
 
+def test_an_engine_counts_for_the_part_of_the_window_it_served() -> None:
+    """One engine served the whole minute; a second, ready at its last scrape, served
+    none of it. Counted at the window's end the rate per engine halves and the fit reads
+    the engine as slower at a lighter load; counted over the window it is one engine's."""
+    defaults = EngineParams()
+    truth = defaults.slower(5.0)
+    policy = LLMPolicy(OBJECTIVES, defaults)
+    rate = 0.6 * replica_capacity(truth, SHAPE, OBJECTIVES).rate
+    seen = _window(rate, truth, seconds=600.0)
+    alone = fitted_scale(policy, seen, replicas=1)
+    at_end = fitted_scale(policy, seen, replicas=2)
+    over = replace(seen, engines=1.0 + 5.0 / 600.0)
+    assert alone is not None and at_end is not None and at_end > 1.1 * alone
+    assert fitted_scale(policy, over, replicas=2) == pytest.approx(alone, rel=0.02)
+    assert load_of(policy, over, 2) == pytest.approx(load_of(policy, seen, 1), rel=0.01)
+    # A fresh service's only engine, up for the second half of its first window.
+    half = replace(seen, rate=seen.rate / 2, engines=0.5)
+    assert fitted_scale(policy, half, replicas=1) == pytest.approx(alone, rel=1e-9)
+    assert fitted_scale(policy, replace(seen, engines=0.0), replicas=1) is None
+
+
 def test_nothing_measured_leaves_the_policy_as_it_is() -> None:
     policy = LLMPolicy(OBJECTIVES)
     assert fitted_scale(policy, None, replicas=1) is None

@@ -26,7 +26,7 @@ from gpuserve.sim.llm.cluster import (
 from gpuserve.sim.llm.from_spec import fit_to_trace
 from gpuserve.sim.llm.lineup import compare, yardsticks
 from gpuserve.sim.llm.oracle import plan_oracle
-from gpuserve.sim.llm.scalers import GpuserveLLM, Static
+from gpuserve.sim.llm.scalers import GpuserveLLM, Static, window
 from gpuserve.sim.llm.traces import (
     TokenRequest,
     TokenTrace,
@@ -133,6 +133,39 @@ def test_more_replicas_serve_an_overload_and_cost_their_gpu_time() -> None:
     span = max(o.arrival_s for o in three.outcomes)
     assert span * 3 <= three.gpu_seconds <= (span + 30) * 3
     assert len(three.outcomes) == len(trace.requests)
+
+
+class _GrowsAt(ClusterScaler):
+    """One replica, then two from ``at``; the windows seen at each evaluation kept."""
+
+    interval_s = 5.0
+    offset_s = 0.5
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+        self.seen: list[tuple[float, int, int, float | None]] = []
+
+    def target(self, view: ClusterView) -> int:
+        last = window(view, 60.0, OBJECTIVES.quantile)
+        engines = None if last is None else last.engines
+        self.seen.append((view.now, view.serving, view.snapshots[-1].replicas, engines))
+        return 1 if view.now < self.at else 2
+
+
+def test_a_starting_replica_answers_no_scrape_and_counts_for_the_time_it_served() -> None:
+    """The engines a window's fit divides its rate by: a replica still starting exports
+    nothing (its pod's server is not up), and one ready for part of the window counts for
+    that part."""
+    scaler = _GrowsAt(60.0)
+    config = ClusterConfig(PARAMS, OBJECTIVES, initial_replicas=1, startup_s=45.0)
+    simulate_cluster(config, _chat(rate=4.0, seconds=240.0), scaler)
+    starting = [(r, e) for t, serving, r, e in scaler.seen if 65.0 < t < 100.0]
+    assert starting and all(r == 1 and e == 1.0 for r, e in starting)
+    partly = [e for t, _, _, e in scaler.seen if 115.0 < t < 150.0]
+    assert partly and all(e is not None and 1.0 < e < 2.0 for e in partly)
+    assert partly == sorted(partly)  # each scrape with two engines raises the mean
+    whole = [e for t, _, _, e in scaler.seen if 170.0 < t < 230.0]
+    assert whole and all(e == 2.0 for e in whole)
 
 
 def test_random_spreading_serves_each_replica_as_one_engine_alone_would() -> None:

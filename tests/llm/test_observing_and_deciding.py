@@ -177,6 +177,25 @@ def test_a_pass_reads_its_stable_recent_and_pooled_windows_by_their_starts() -> 
     assert windows_of({}, 0.9, pooled_s=600.0) == Windows(None, None, None)
 
 
+def test_the_engines_counted_over_the_stable_window_go_to_it_alone() -> None:
+    """Prometheus counts the engines over the stable window; a service younger than it is
+    observed over its 15-s window, for which that count (zero before its first series)
+    would read the rate per engine high."""
+    now = 1000.0
+    served = {60.0: 70, 15.0: 85, 0.0: 100}
+    snapshots = {
+        ago: snapshot_from_samples(now - ago, _replica("a", [500.0] * count))
+        for ago, count in served.items()
+    }
+    counted = windows_of(snapshots, 0.9, engines=(1.5, 60.0))
+    assert counted.stable is not None and counted.stable.engines == 1.5
+    assert counted.recent is not None and counted.recent.engines is None
+    assert windows_of(snapshots, 0.9).stable == replace(counted.stable, engines=None)
+    young = {ago: snap for ago, snap in snapshots.items() if ago < 60}
+    stable = windows_of(young, 0.9, engines=(0.3, 60.0)).stable
+    assert stable is not None and stable.window_s == 15.0 and stable.engines is None
+
+
 OBJECTIVES = TokenObjectives(ttft_s=1.0, tpot_s=0.05)
 SHAPE = LoadShape(1000.0, 4000.0, 200.0)
 POLICY = LLMPolicy(OBJECTIVES)

@@ -16,7 +16,10 @@ per token.
   removed one leaves the router at once and drains its requests. A replica holds its GPU
   from creation until drained: GPU-seconds count all of that.
 * Every ``scrape_interval_s`` the replicas' vLLM-named metrics are scraped as samples
-  (``gpuserve.llm.observing``), and the scaler is called with the snapshots so far.
+  (``gpuserve.llm.observing``), and the scaler is called with the snapshots so far. A
+  replica still starting exports nothing, as a pod whose server has not loaded its model
+  answers no scrape (until 2026-12-07 its zeros were scraped too: its engine counted as
+  one that served, and its KV usage in the replicas' mean).
 """
 
 from __future__ import annotations
@@ -535,7 +538,7 @@ class _Simulation:
     def _scrape(self, now: float) -> None:
         for histogram in self.histograms.values():
             histogram.take_observed()
-        self.snapshots.append(snapshot_from_samples(now, self._samples()))
+        self.snapshots.append(snapshot_from_samples(now, self._samples(now)))
         self.next_scrape = now + self.config.scrape_interval_s
         if self._busy() or self.next_arrival < len(self.trace.requests):
             self._push(self.next_scrape, _SCRAPE, -1)
@@ -551,7 +554,7 @@ class _Simulation:
             self._push(now + self.scaler.interval_s, _EVAL, -1)
             self.next_eval = now + self.scaler.interval_s
 
-    def _samples(self) -> list[tuple[str, dict[str, str], float]]:
+    def _samples(self, now: float) -> list[tuple[str, dict[str, str], float]]:
         counters = self.counters
         queried, hits, preempted = (
             counters.gone_queried,
@@ -560,7 +563,7 @@ class _Simulation:
         )
         samples: list[tuple[str, dict[str, str], float]] = []
         for replica in self.replicas:
-            if replica.gone is not None:
+            if replica.gone is not None or replica.ready > now:
                 continue
             stats = replica.engine.stats()
             queried += stats.prefix_queried_tokens

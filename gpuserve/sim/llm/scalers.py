@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpuserve.autoscaling.decision import Decision, PolicyMemory
 from gpuserve.autoscaling.pools import ClassPool, PoolState
@@ -32,12 +32,26 @@ def _at_or_before(snapshots: Sequence[VllmSnapshot], at: float) -> VllmSnapshot 
 
 
 def window(view: ClusterView, seconds: float, quantile: float) -> Observation | None:
-    """The last ``seconds`` of scrapes as one observation (shorter at the very start)."""
+    """The last ``seconds`` of scrapes as one observation (shorter at the very start), with
+    the engines that served over it: the mean over its scrapes of those that answered, as
+    the operator reads it from Prometheus."""
     if len(view.snapshots) < 2:
         return None
     latest = view.snapshots[-1]
     earlier = _at_or_before(view.snapshots, latest.at - seconds) or view.snapshots[0]
-    return observe(earlier, latest, quantile)
+    counts = [s.replicas for s in _after(view.snapshots, earlier.at)]
+    engines = sum(counts) / len(counts) if counts else None
+    return replace(observe(earlier, latest, quantile), engines=engines)
+
+
+def _after(snapshots: Sequence[VllmSnapshot], at: float) -> list[VllmSnapshot]:
+    """The snapshots taken after ``at`` (scrapes are sorted by time)."""
+    found: list[VllmSnapshot] = []
+    for snapshot in reversed(snapshots):
+        if snapshot.at <= at + 1e-9:
+            break
+        found.append(snapshot)
+    return found
 
 
 def pooled_window(view: ClusterView, quantile: float) -> Observation | None:
