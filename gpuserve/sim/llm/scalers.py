@@ -23,12 +23,15 @@ from gpuserve.sim.llm.cluster import ClusterScaler, ClusterView
 CLASS = "gpu"  # one accelerator class in these runs
 
 
-def _at_or_before(snapshots: Sequence[VllmSnapshot], at: float) -> VllmSnapshot | None:
-    """The newest snapshot taken at or before ``at`` (scrapes are sorted by time)."""
+def _since(snapshots: Sequence[VllmSnapshot], at: float) -> tuple[VllmSnapshot, list[int]]:
+    """The newest snapshot taken at or before ``at`` (the oldest where none is), and the
+    engines each later scrape counted, newest first (scrapes are sorted by time)."""
+    counts: list[int] = []
     for snapshot in reversed(snapshots):
         if snapshot.at <= at + 1e-9:
-            return snapshot
-    return None
+            return snapshot, counts
+        counts.append(snapshot.replicas)
+    return snapshots[0], counts[:-1]
 
 
 def window(view: ClusterView, seconds: float, quantile: float) -> Observation | None:
@@ -38,20 +41,9 @@ def window(view: ClusterView, seconds: float, quantile: float) -> Observation | 
     if len(view.snapshots) < 2:
         return None
     latest = view.snapshots[-1]
-    earlier = _at_or_before(view.snapshots, latest.at - seconds) or view.snapshots[0]
-    counts = [s.replicas for s in _after(view.snapshots, earlier.at)]
+    earlier, counts = _since(view.snapshots, latest.at - seconds)
     engines = sum(counts) / len(counts) if counts else None
     return replace(observe(earlier, latest, quantile), engines=engines)
-
-
-def _after(snapshots: Sequence[VllmSnapshot], at: float) -> list[VllmSnapshot]:
-    """The snapshots taken after ``at`` (scrapes are sorted by time)."""
-    found: list[VllmSnapshot] = []
-    for snapshot in reversed(snapshots):
-        if snapshot.at <= at + 1e-9:
-            break
-        found.append(snapshot)
-    return found
 
 
 def pooled_window(view: ClusterView, quantile: float) -> Observation | None:
